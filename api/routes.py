@@ -1,0 +1,173 @@
+"""REST API v1: tasks, submissions, results, leaderboards."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from flask import current_app, request, url_for
+from flask.views import MethodView
+from flask_smorest import Blueprint
+
+from api.errors import ApiError
+from api.leaderboard import leaderboard, viewer_weights
+from api.schemas import (
+    LeaderboardQuerySchema,
+    SubmissionListQuerySchema,
+    SubmitFormSchema,
+    SubmitJsonSchema,
+    SubmittedSchema,
+)
+from api.service import Service
+from configs.schema import TaskSpec
+from evaluator.factory import validate_spec
+
+blp = Blueprint("v1", __name__, url_prefix="/api/v1", description="Dynaeval API v1")
+
+
+def service() -> Service:
+    return current_app.extensions["dynaeval"]
+
+
+def task_or_404(name: str) -> TaskSpec:
+    task = service().tasks.get(name)
+    if task is None:
+        known = ", ".join(sorted(service().tasks))
+        raise ApiError(404, "unknown_task", f"no task {name!r} (tasks: {known})")
+    return task
+
+
+@blp.route("/health")
+def health() -> dict[str, Any]:
+    """Liveness and queue counts."""
+    return {"status": "ok", "jobs": service().queries.job_counts()}
+
+
+@blp.route("/tasks")
+def list_tasks() -> dict[str, Any]:
+    """Every task with its fields, labels, rounds, limits and default weights."""
+    return {"tasks": [task.public_dict() for task in service().tasks.values()]}
+
+
+@blp.route("/tasks/<task_name>")
+def get_task(task_name: str) -> dict[str, Any]:
+    """One task's definition (limits are shown before anyone submits)."""
+    return task_or_404(task_name).public_dict()
+
+
+@blp.route("/tasks/<task_name>/leaderboard")
+@blp.arguments(LeaderboardQuerySchema, location="query", as_kwargs=True)
+def get_leaderboard(task_name: str, weights: str | None = None,
+                    instance_memory: float | None = None) -> dict[str, Any]:  # fmt: skip
+    """Models ranked by Dynascore under the viewer's weights."""
+    task = task_or_404(task_name)
+    try:
+        chosen = viewer_weights(task, weights)
+    except ValueError as exc:
+        raise ApiError(400, "bad_weights", str(exc)) from None
+    rows = service().queries.leaderboard_rows(task.name)
+    return leaderboard(task, rows, chosen, instance_memory)
+
+
+@blp.route("/tasks/<task_name>/submissions")
+class Submissions(MethodView):
+    @blp.arguments(SubmissionListQuerySchema, location="query", as_kwargs=True)
+    def get(self, task_name: str, task: str | None = None, limit: int = 100) -> dict[str, Any]:
+        """Submissions to a task, newest first."""
+        task_or_404(task_name)
+        return {"submissions": service().queries.submissions(task_name, limit)}
+
+    @blp.response(201, SubmittedSchema)
+    @blp.doc(
+        description="Submit a model: JSON {name, runtime: {kind: docker, image, protocol}} "
+        "or multipart/form-data with an `image` file (a `docker save` tarball), `name` "
+        "and `protocol`."
+    )
+    def post(self, task_name: str) -> dict[str, Any]:
+        """Submit a model for evaluation; returns the queued submission."""
+        task = task_or_404(task_name)
+        if request.mimetype == "multipart/form-data":
+            name, spec = self._upload(task)
+        else:
+            name, spec = self._json_spec()
+        model_id, job_id = service().store.submit(task.name, name, spec)
+        return {"id": model_id, "job_id": job_id, "task": task.name, "name": name,
+                "status": "queued", "url": url_for("v1.get_submission", model_id=model_id)}  # fmt: skip
+
+    def _json_spec(self) -> tuple[str, dict[str, Any]]:
+        payload = request.get_json(silent=True)
+        if not isinstance(payload, dict):
+            raise ApiError(400, "bad_json", "the body must be a JSON object")
+        errors = SubmitJsonSchema().validate(payload)
+        if errors:
+            field, problem = next(iter(errors.items()))
+            raise ApiError(422, "invalid_submission", f"{field}: {problem}")
+        data = SubmitJsonSchema().load(payload)
+        runtime = data["runtime"]
+        if runtime["kind"] != "docker" and not service().allow_local_runtimes:
+            raise ApiError(403, "runtime_not_allowed",
+                           f"this server accepts only docker submissions, not {runtime['kind']!r}")  # fmt: skip
+        if runtime["kind"] == "docker" and "blob" in runtime:
+            raise ApiError(422, "invalid_submission", "runtime.blob is set by uploads only")
+        try:
+            return data["name"], validate_spec(runtime)
+        except ValueError as exc:
+            raise ApiError(422, "invalid_submission", str(exc)) from None
+
+    def _upload(self, task: TaskSpec) -> tuple[str, dict[str, Any]]:
+        errors = SubmitFormSchema().validate(request.form)
+        if errors:
+            field, problem = next(iter(errors.items()))
+            raise ApiError(422, "invalid_submission", f"{field}: {problem}")
+        form = SubmitFormSchema().load(request.form)
+        upload = request.files.get("image")
+        if upload is None:
+            raise ApiError(422, "invalid_submission", "multipart uploads need an 'image' file")
+        key = f"uploads/{uuid.uuid4()}.tar"
+        size = service().blobs.put_file(key, _Capped(upload.stream, task.limits.max_image_bytes))
+        if size == 0:
+            service().blobs.delete(key)
+            raise ApiError(422, "invalid_submission", "the uploaded image file is empty")
+        return form["name"], {"kind": "docker", "blob": key, "protocol": form["protocol"],
+                              "image": upload.filename or "upload"}  # fmt: skip
+
+
+class _Capped:
+    """Reads a stream but refuses more than ``limit`` bytes (nothing half-stored)."""
+
+    def __init__(self, stream: Any, limit: int) -> None:
+        self.stream, self.limit, self.read_so_far = stream, limit, 0
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self.stream.read(size)
+        self.read_so_far += len(chunk)
+        if self.read_so_far > self.limit:
+            raise ApiError(413, "image_too_large", f"the image exceeds {self.limit} bytes")
+        return chunk
+
+
+@blp.route("/submissions/<model_id>")
+def get_submission(model_id: str) -> dict[str, Any]:
+    """Status, progress, failure (code, message, log tail) and results of a submission."""
+    found = service().queries.submission(model_id)
+    if found is None:
+        raise ApiError(404, "unknown_submission", f"no submission {model_id!r}")
+    return found
+
+
+@blp.route("/submissions/<model_id>/scores")
+def get_scores(model_id: str) -> dict[str, Any]:
+    """Every score of a submission under its full key (round, dataset hash, variant, slice)."""
+    found = service().queries.submission(model_id, with_scores=True)
+    if found is None:
+        raise ApiError(404, "unknown_submission", f"no submission {model_id!r}")
+    return {"id": model_id, "scores": found.get("scores", [])}
+
+
+@blp.route("/submissions")
+@blp.arguments(SubmissionListQuerySchema, location="query", as_kwargs=True)
+def list_submissions(task: str | None = None, limit: int = 100) -> dict[str, Any]:
+    """Submissions across tasks, newest first."""
+    if task is not None:
+        task_or_404(task)
+    return {"submissions": service().queries.submissions(task, limit)}

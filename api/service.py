@@ -1,0 +1,122 @@
+"""The assembled service: database, job store, blob store, tasks, embedded workers.
+
+``dynaeval serve`` and the tests build one of these; production deployments build the
+same pieces from other URLs (PostgreSQL, S3) and run workers in other processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from configs.loader import CONFIG_DIR, load_tasks
+from configs.schema import TaskSpec
+from store.blobs import BlobStore, LocalBlobStore
+from store.db import Database, default_data_dir, default_database_url
+from store.jobs import JobStore
+from store.queries import Queries
+from worker.worker import Worker
+
+log = logging.getLogger(__name__)
+REPO_ROOT = CONFIG_DIR.parent
+EXAMPLES_DIR = REPO_ROOT / "examples" / "models"
+
+
+@dataclass
+class Service:
+    """Everything the API and the embedded workers share."""
+
+    db: Database
+    blobs: BlobStore
+    tasks: dict[str, TaskSpec]
+    config_dir: Path = CONFIG_DIR
+    allow_local_runtimes: bool = False
+    workers: list[Worker] = field(default_factory=list)
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    @classmethod
+    def open(
+        cls,
+        data_dir: Path | None = None,
+        database_url: str | None = None,
+        *,
+        config_dir: Path = CONFIG_DIR,
+        allow_local_runtimes: bool = False,
+    ) -> Service:
+        """Migrate the database, load and register every task."""
+        data_dir = data_dir or default_data_dir()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        db = Database(database_url or default_database_url(data_dir))
+        service = cls(db, LocalBlobStore(data_dir / "blobs"), load_tasks(config_dir / "tasks"),
+                      config_dir, allow_local_runtimes)  # fmt: skip
+        for task in service.tasks.values():
+            service.store.register_task(task.name, task.version, task.public_dict())
+        return service
+
+    @property
+    def store(self) -> JobStore:
+        return JobStore(self.db)
+
+    @property
+    def queries(self) -> Queries:
+        return Queries(self.db)
+
+    def start_workers(self, count: int = 1, **options: Any) -> None:
+        """Run ``count`` embedded workers in daemon threads."""
+        for index in range(count):
+            worker = Worker(self.store, self.blobs, self.tasks, config_dir=self.config_dir,
+                            **options)  # fmt: skip
+            thread = threading.Thread(target=worker.work, name=f"worker-{index}", daemon=True)
+            thread.start()
+            self.workers.append(worker)
+            self.threads.append(thread)
+
+    def stop_workers(self, timeout: float = 30.0) -> None:
+        for worker in self.workers:
+            worker.stop()
+        for thread in self.threads:
+            thread.join(timeout=timeout)
+        self.workers.clear()
+        self.threads.clear()
+
+    def queue_examples(self, runtime_kind: str = "process") -> list[str]:
+        """Submit every example model of the catalog; returns the model ids."""
+        ids = []
+        for entry in example_catalog():
+            if entry["task"] not in self.tasks:
+                continue
+            spec = example_runtime(entry, runtime_kind)
+            model_id, _ = self.store.submit(entry["task"], entry["name"], spec)
+            ids.append(model_id)
+        return ids
+
+    def close(self) -> None:
+        self.stop_workers()
+        self.db.dispose()
+
+
+def example_catalog(config_dir: Path = CONFIG_DIR) -> list[dict[str, Any]]:
+    """The example models listed in ``configs/examples.yaml``."""
+    data = yaml.safe_load((config_dir / "examples.yaml").read_text(encoding="utf-8"))
+    return list(data["models"])
+
+
+def example_image(entry: dict[str, Any]) -> str:
+    """The local image tag the example build script gives this catalog entry."""
+    suffix = f"-{entry['task']}" if entry.get("args") else ""
+    return f"dynaeval-example/{entry['dir']}{suffix}:latest"
+
+
+def example_runtime(entry: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The runtime spec of an example model for the ``process`` or ``docker`` runtime."""
+    if kind == "docker":
+        return {"kind": "docker", "image": example_image(entry), "protocol": "v1"}
+    script = f"examples/models/{entry['dir']}/model.py"
+    command = [sys.executable, script, *map(str, entry.get("args", []))]
+    return {"kind": "process", "command": command, "cwd": ".", "protocol": "v1"}

@@ -1,0 +1,131 @@
+"""The ``dynaeval`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from client import commands
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dynaeval",
+        description="Evaluate model containers on every round of a task, with perturbations, "
+        "fairness slices and profiling; rank them by Dynascore.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser(
+        "serve", help="run the API and an embedded worker (SQLite + local folder)"
+    )
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=1, help="embedded worker threads")
+    serve.add_argument(
+        "--no-examples",
+        action="store_true",
+        help="do not queue the example models on an empty database",
+    )
+    serve.add_argument(
+        "--example-runtime",
+        choices=["auto", "docker", "process"],
+        default="auto",
+        help="how example models run (auto: docker when an engine answers)",
+    )
+    serve.add_argument(
+        "--allow-local-runtimes",
+        action="store_true",
+        help="accept process/url submissions over the API (trusted setups only)",
+    )
+
+    worker = sub.add_parser("worker", help="run a worker against the configured database")
+    worker.add_argument("--burst", action="store_true", help="drain the queue, then exit")
+
+    tasks = sub.add_parser("tasks", help="list the tasks")
+    tasks.add_argument("--json", action="store_true")
+
+    evaluate = sub.add_parser("evaluate", help="evaluate one model locally (no server needed)")
+    evaluate.add_argument(
+        "model",
+        help="process: a command or a model.py; url: http://host:port; "
+        "docker: an image tarball, a directory with a Dockerfile, or a reference",
+    )
+    evaluate.add_argument("--task", required=True)
+    evaluate.add_argument(
+        "--runtime",
+        choices=["docker", "process", "url"],
+        default=None,
+        help="default: process for a .py file or command, url for http://, else docker",
+    )
+    evaluate.add_argument("--protocol", choices=["v1", "dynalab2"], default="v1")
+    evaluate.add_argument(
+        "--save-predictions",
+        type=Path,
+        metavar="DIR",
+        help="write every prediction (original and perturbed) as JSONL",
+    )
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluate.add_argument(
+        "--fail-under", type=float, metavar="X", help="exit 1 when performance is below X"
+    )
+
+    submit = sub.add_parser("submit", help="submit a model (to --server, or the local database)")
+    submit.add_argument("model", help="image tarball or image reference (docker runtime)")
+    submit.add_argument("--task", required=True)
+    submit.add_argument("--name", required=True)
+    submit.add_argument("--protocol", choices=["v1", "dynalab2"], default="v1")
+    submit.add_argument("--server", help="API base URL, e.g. http://127.0.0.1:8000")
+    submit.add_argument("--wait", action="store_true", help="wait for the result")
+    submit.add_argument("--json", action="store_true")
+
+    board = sub.add_parser("leaderboard", help="a task's leaderboard")
+    board.add_argument("task")
+    board.add_argument("--weights", help="e.g. performance:4,throughput:1,memory:0")
+    board.add_argument("--server", help="API base URL (default: the local database)")
+    board.add_argument("--json", action="store_true")
+
+    score = sub.add_parser("dynascore", help="Dynascore of a CSV table of model metrics")
+    score.add_argument(
+        "csv",
+        type=Path,
+        help="columns: model, performance, throughput, memory, robustness, fairness",
+    )
+    score.add_argument("--weights", help="e.g. performance:4,memory:0 (others keep defaults)")
+    score.add_argument(
+        "--instance-memory",
+        type=float,
+        metavar="GB",
+        default=None,
+        help="memory utility = GB - memory (default 32, Dynaboard's instance)",
+    )
+    score.add_argument("--json", action="store_true")
+
+    status = sub.add_parser("status", help="a submission's status and results")
+    status.add_argument("model_id")
+    status.add_argument("--server")
+    status.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    handler = getattr(commands, f"cmd_{args.command}")
+    try:
+        return handler(args)
+    except commands.CliError as exc:
+        print(f"dynaeval {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

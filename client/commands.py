@@ -1,0 +1,299 @@
+"""What each ``dynaeval`` sub-command does (argument parsing lives in ``client.cli``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from client import render
+from configs.loader import CONFIG_DIR, load_tasks
+from configs.schema import ConfigError, TaskSpec
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit code 2."""
+
+
+def _tasks() -> dict[str, TaskSpec]:
+    try:
+        return load_tasks(CONFIG_DIR / "tasks")
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _task(name: str) -> TaskSpec:
+    tasks = _tasks()
+    if name not in tasks:
+        raise CliError(f"unknown task {name!r} (tasks: {', '.join(sorted(tasks))})")
+    return tasks[name]
+
+
+# -- tasks -----------------------------------------------------------------------------------
+def cmd_tasks(args: argparse.Namespace) -> int:
+    tasks = _tasks()
+    if args.json:
+        render.emit_json([task.public_dict() for task in tasks.values()])
+        return 0
+    rows = [[t.name, len(t.rounds), ", ".join(t.input_fields), ", ".join(t.labels) or "answer",
+             t.metric] for t in tasks.values()]  # fmt: skip
+    print(render.table(["task", "rounds", "inputs", "labels", "metric"], rows))
+    return 0
+
+
+# -- evaluate --------------------------------------------------------------------------------
+def guess_runtime(model: str) -> str:
+    if model.startswith("http://"):
+        return "url"
+    if model.endswith(".py") or " " in model.strip():
+        return "process"
+    return "docker"
+
+
+def runtime_spec(model: str, kind: str, protocol: str) -> dict[str, Any]:
+    if kind == "url":
+        return {"kind": "url", "url": model, "protocol": protocol}
+    if kind == "process":
+        command = [sys.executable, model] if model.endswith(".py") else shlex.split(model)
+        return {"kind": "process", "command": command, "protocol": protocol}
+    return {"kind": "docker", "image": model, "protocol": protocol}
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from evaluator.factory import make_runtime
+    from evaluator.pipeline import run_evaluation
+    from store.blobs import LocalBlobStore
+    from store.db import default_data_dir
+
+    task = _task(args.task)
+    kind = args.runtime or guess_runtime(args.model)
+    blobs = LocalBlobStore(default_data_dir() / "blobs")
+    try:
+        runtime = make_runtime(runtime_spec(args.model, kind, args.protocol), task.limits, blobs)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    except Exception as exc:  # image could not be loaded / built / pulled
+        code = getattr(getattr(exc, "code", None), "value", "start_failed")
+        return _report_failure(args, task, code, getattr(exc, "message", str(exc)))
+    progress = _progress_printer() if args.verbose and not args.json else None
+    result = run_evaluation(task, runtime, blobs, progress=progress,
+                            save_predictions=args.save_predictions).to_dict()  # fmt: skip
+    _add_overall_ci(result)
+    if args.json:
+        render.emit_json(result)
+    else:
+        print(render.evaluation(result))
+    if result["status"] != "done":
+        return 1
+    if args.fail_under is not None and result["performance"] < args.fail_under:
+        print(f"performance {result['performance']:.2f} is under {args.fail_under}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
+
+
+def _add_overall_ci(result: dict[str, Any]) -> None:
+    result.setdefault("performance_ci", None)
+
+
+def _report_failure(args: argparse.Namespace, task: TaskSpec, code: str, message: str) -> int:
+    result = {"task": task.name, "status": "failed",
+              "failure": {"code": code, "message": message, "log_tail": ""}}  # fmt: skip
+    if args.json:
+        render.emit_json(result)
+    else:
+        print(render.evaluation(result))
+    return 1
+
+
+def _progress_printer():  # type: ignore[no-untyped-def]
+    def show(fraction: float, stage: str) -> None:
+        print(f"[{fraction * 100:5.1f}%] {stage}", file=sys.stderr, flush=True)
+
+    return show
+
+
+# -- dynascore -------------------------------------------------------------------------------
+def cmd_dynascore(args: argparse.Namespace) -> int:
+    from dynascore.dynascore import AXES, DEFAULT_INSTANCE_MEMORY_GIB, compute
+    from dynascore.weights import Weights
+
+    try:
+        table = pd.read_csv(args.csv)
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot read {args.csv}: {exc}") from None
+    missing = [c for c in ("model", *AXES) if c not in table.columns]
+    if missing:
+        raise CliError(f"{args.csv}: missing column(s) {', '.join(missing)}")
+    if table["model"].duplicated().any():
+        raise CliError(f"{args.csv}: model names must be unique")
+    try:
+        weights = Weights.parse(args.weights or "")
+        numbers = table.set_index("model")[list(AXES)].apply(pd.to_numeric, errors="raise")
+        memory = args.instance_memory or DEFAULT_INSTANCE_MEMORY_GIB
+        scored = compute(numbers, weights, instance_memory_gib=memory)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        records = [{"model": str(m), **{k: _num(v) for k, v in row.items()}}
+                   for m, row in scored.iterrows()]  # fmt: skip
+        render.emit_json({"weights": weights.to_dict(), "instance_memory_gib": memory,
+                          "amrs": {k: _num(v) for k, v in scored.attrs["amrs"].items()},
+                          "models": records})  # fmt: skip
+        return 0
+    rows = [
+        [int(r["rank"]), m, r["dynascore"], *[r[a] for a in AXES]] for m, r in scored.iterrows()
+    ]
+    print(render.table(["rank", "model", "dynascore", *AXES], rows))
+    return 0
+
+
+def _num(value: Any) -> Any:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return value
+    return number if pd.notna(number) else None
+
+
+# -- service ---------------------------------------------------------------------------------
+def _service(allow_local: bool = False):  # type: ignore[no-untyped-def]
+    from api.service import Service
+
+    try:
+        return Service.open(allow_local_runtimes=allow_local)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from werkzeug.serving import make_server
+
+    from api.app import create_app
+    from client.examples import example_runtime_kind
+
+    service = _service(args.allow_local_runtimes)
+    if not args.no_examples and service.store.count_models() == 0:
+        kind = example_runtime_kind(args.example_runtime)
+        ids = service.queue_examples(kind)
+        print(f"queued {len(ids)} example models ({kind} runtime)", flush=True)
+    service.start_workers(args.workers)
+    server = make_server(args.host, args.port, create_app(service), threaded=True)
+    base = f"http://{args.host}:{server.server_port}"
+    print(f"Dynaeval API on {base}/api/v1 (OpenAPI: {base}/api/v1/openapi.json)", flush=True)
+    for name in service.tasks:
+        print(f"leaderboard: {base}/api/v1/tasks/{name}/leaderboard", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        service.close()
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    service = _service()
+    from worker.worker import Worker
+
+    worker = Worker(service.store, service.blobs, service.tasks)
+    stats = worker.work(burst=args.burst)
+    print(f"worker {worker.worker_id}: {stats.done} done, {stats.failed} failed, "
+          f"{stats.requeued} requeued", flush=True)  # fmt: skip
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    task = _task(args.task)
+    if args.server:
+        return _submit_remote(args)
+    service = _service()
+    spec: dict[str, Any] = {"kind": "docker", "image": args.model, "protocol": args.protocol}
+    path = Path(args.model)
+    if path.is_file():
+        key = f"uploads/{os.urandom(8).hex()}-{path.name}"
+        with path.open("rb") as handle:
+            service.blobs.put_file(key, handle)
+        spec["blob"] = key
+    model_id, job_id = service.store.submit(task.name, args.name, spec)
+    return _show_submission(args, {"id": model_id, "job_id": job_id, "status": "queued"})
+
+
+def _submit_remote(args: argparse.Namespace) -> int:
+    from client.sdk import ApiClientError, DynaevalClient
+
+    client = DynaevalClient(args.server)
+    try:
+        if Path(args.model).is_file():
+            created = client.submit_image(args.task, args.name, args.model, args.protocol)
+        else:
+            runtime = {"kind": "docker", "image": args.model, "protocol": args.protocol}
+            created = client.submit(args.task, args.name, runtime)
+        if args.wait:
+            created = client.wait(created["id"])
+    except ApiClientError as exc:
+        raise CliError(str(exc)) from None
+    return _show_submission(args, created)
+
+
+def _show_submission(args: argparse.Namespace, data: dict[str, Any]) -> int:
+    if args.json:
+        render.emit_json(data)
+    else:
+        print(f"submission {data['id']}: {data.get('status') or data.get('job', {}).get('status')}")
+    job = data.get("job") or {}
+    return 1 if job.get("status") == "failed" else 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    if args.server:
+        from client.sdk import ApiClientError, DynaevalClient
+
+        try:
+            found = DynaevalClient(args.server).submission(args.model_id)
+        except ApiClientError as exc:
+            raise CliError(str(exc)) from None
+    else:
+        found = _service().queries.submission(args.model_id)
+        if found is None:
+            raise CliError(f"no submission {args.model_id!r}")
+    if args.json:
+        render.emit_json(found)
+    else:
+        job = found.get("job") or {}
+        print(f"{found['name']} on {found['task']}: {job.get('status')} "
+              f"({job.get('progress', 0) * 100:.0f}%, {job.get('stage')})")  # fmt: skip
+        if job.get("failure"):
+            print(render.evaluation({"status": "failed", "failure": job["failure"]}))
+    return 0
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    if args.server:
+        from client.sdk import ApiClientError, DynaevalClient
+
+        try:
+            board = DynaevalClient(args.server).leaderboard(args.task, args.weights)
+        except ApiClientError as exc:
+            raise CliError(str(exc)) from None
+    else:
+        from api.leaderboard import leaderboard, viewer_weights
+
+        task = _task(args.task)
+        service = _service()
+        try:
+            weights = viewer_weights(task, args.weights)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        board = leaderboard(task, service.queries.leaderboard_rows(task.name), weights)
+    if args.json:
+        render.emit_json(board)
+    else:
+        print(render.leaderboard(board))
+    return 0

@@ -1,0 +1,47 @@
+"""Choosing how the example models run: containers where a Docker engine answers."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+
+from api.service import REPO_ROOT
+
+log = logging.getLogger(__name__)
+
+
+def docker_answers() -> bool:
+    """Whether a Docker engine answers on this machine (bounded wait)."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=5)
+        client.ping()
+        client.close()
+        return True
+    except Exception:  # no SDK, no socket, no permission: all mean "no engine"
+        return False
+
+
+def build_example_images() -> bool:
+    """Build the base image and the example images (cached); False when that fails."""
+    script = REPO_ROOT / "scripts" / "build-example-images.sh"
+    if not script.exists():
+        return False
+    try:
+        subprocess.run(["bash", str(script)], check=True, timeout=1800)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("could not build the example images (%s); using local processes", exc)
+        return False
+    return True
+
+
+def example_runtime_kind(choice: str) -> str:
+    """``docker`` when asked or (auto) when an engine answers and the images build."""
+    if choice == "process":
+        return "process"
+    if docker_answers() and build_example_images():
+        return "docker"
+    if choice == "docker":
+        raise RuntimeError("no Docker engine answers, or the example images did not build")
+    return "process"

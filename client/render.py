@@ -1,0 +1,83 @@
+"""Plain-text rendering of results and leaderboards for the terminal."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[fmt(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
+              for i, h in enumerate(headers)]  # fmt: skip
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    return "\n".join(lines)
+
+
+def ci(pair: Sequence[float | None] | None) -> str:
+    if not pair or pair[0] is None:
+        return "-"
+    return f"[{pair[0]:.1f}, {pair[1]:.1f}]"
+
+
+def evaluation(result: dict[str, Any]) -> str:
+    """A result as a short report: axes, per-round table, perturbation counts, failure."""
+    if result["status"] != "done":
+        failure = result.get("failure") or {}
+        text = f"FAILED {failure.get('code')}: {failure.get('message')}"
+        if failure.get("log_tail"):
+            text += "\n--- last lines of the model's log ---\n" + failure["log_tail"][-2000:]
+        return text
+    lines = [
+        f"task {result['task']} ({result['metric']}): performance {fmt(result['performance'])} "
+        f"{ci(result.get('performance_ci'))}",
+        f"robustness {fmt(result['robustness'])}  fairness {fmt(result['fairness'])}  "
+        f"throughput {fmt(result['throughput'], 1)} ex/s  memory {fmt(result['memory'], 3)} GiB "
+        f"(peak {fmt(result.get('memory_peak'), 3)})",
+        "",
+        table(
+            ["round", "n", "performance", "95% CI", "robustness", "fairness"],
+            [
+                [
+                    r["round"],
+                    r["n"],
+                    r["performance"],
+                    ci(r.get("performance_ci")),
+                    r["robustness"],
+                    r["fairness"],
+                ]
+                for r in result["rounds"]
+            ],  # fmt: skip
+        ),
+    ]
+    return "\n".join(lines)
+
+
+def leaderboard(board: dict[str, Any]) -> str:
+    rows = [[m["rank"], m["name"], m["model_id"][:8], m["dynascore"], m["performance"],
+             m["throughput"], m["memory"], m["robustness"], m["fairness"]]
+            for m in board["models"]]  # fmt: skip
+    text = f"{board['task']} leaderboard (weights {board['weights']})\n" + table(
+        ["rank", "model", "id", "dynascore", "perf", "ex/s", "GiB", "robust", "fair"], rows
+    )
+    for entry in board.get("unranked", []):
+        text += f"\nunranked: {entry['name']} ({entry['reason']})"
+    return text
+
+
+def emit_json(data: Any) -> None:
+    """One JSON document on stdout (NaN never appears: values are None or finite)."""
+    json.dump(data, sys.stdout, indent=2, default=str, allow_nan=False)
+    sys.stdout.write("\n")

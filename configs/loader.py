@@ -1,0 +1,272 @@
+"""Load and validate task YAML files: unknown keys and bad values are errors, never skipped."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from configs.schema import (
+    AXES,
+    METRICS,
+    BootstrapSpec,
+    ConfigError,
+    DatasetSpec,
+    PerturbationSpec,
+    ProfilingSpec,
+    RoundSpec,
+    TaskSpec,
+)
+from evaluator.runtime import Limits
+
+CONFIG_DIR = Path(__file__).resolve().parent
+TASKS_DIR = CONFIG_DIR / "tasks"
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_ROUND = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_TASK_KEYS = {
+    "name", "version", "description", "input_fields", "output", "metric", "rounds", "slices",
+    "perturbations", "weights", "limits", "instance_memory_gib", "batch_size", "perturb_fields",
+    "profiling", "bootstrap", "min_slice_size",
+}  # fmt: skip
+
+
+def load_defaults(config_dir: Path = CONFIG_DIR) -> dict[str, Any]:
+    """The shared defaults file every task inherits."""
+    return _read_yaml(config_dir / "defaults.yaml")
+
+
+def load_task(path: str | Path, config_dir: Path | None = None) -> TaskSpec:
+    """Read one task file, merged over the defaults, into a validated TaskSpec."""
+    path = Path(path)
+    config_dir = config_dir or path.resolve().parent.parent
+    raw = _read_yaml(path)
+    merged = _merge(
+        load_defaults(config_dir) if (config_dir / "defaults.yaml").exists() else {}, raw
+    )
+    return _TaskParser(str(path), config_dir).parse(merged)
+
+
+def load_tasks(tasks_dir: Path = TASKS_DIR) -> dict[str, TaskSpec]:
+    """Every task under ``tasks_dir`` by name; a broken file raises, duplicates raise."""
+    tasks: dict[str, TaskSpec] = {}
+    for path in sorted(tasks_dir.glob("*.yaml")):
+        task = load_task(path, tasks_dir.parent)
+        if task.name in tasks:
+            raise ConfigError(str(path), "name", f"duplicate task name {task.name!r}")
+        if path.stem != task.name:
+            raise ConfigError(str(path), "name", f"must match the file name {path.stem!r}")
+        tasks[task.name] = task
+    return tasks
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(str(path), "-", "file not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), "-", f"not valid YAML ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "-", "top level must be a mapping")
+    return data
+
+
+def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Override wins; mappings merge one level deep (so a task may change one limit)."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+class _TaskParser:
+    """Turns a merged mapping into a TaskSpec, raising ConfigError naming the field."""
+
+    def __init__(self, source: str, config_dir: Path) -> None:
+        self.source = source
+        self.config_dir = config_dir
+
+    def fail(self, field: str, problem: str) -> ConfigError:
+        return ConfigError(self.source, field, problem)
+
+    def parse(self, raw: dict[str, Any]) -> TaskSpec:
+        unknown = sorted(set(raw) - _TASK_KEYS)
+        if unknown:
+            raise self.fail(unknown[0], f"unknown key (allowed: {', '.join(sorted(_TASK_KEYS))})")
+        for key in ("name", "version", "input_fields", "output", "metric", "rounds"):
+            if key not in raw:
+                raise self.fail(key, "missing")
+        name = self.text(raw["name"], "name")
+        if not _NAME.match(name):
+            raise self.fail("name", "must be lower-case letters, digits and '_'")
+        fields = self.names(raw["input_fields"], "input_fields")
+        output_type, labels = self.output(raw["output"])
+        perturb_fields = self.names(raw.get("perturb_fields", list(fields)), "perturb_fields")
+        if not set(perturb_fields) <= set(fields):
+            raise self.fail("perturb_fields", "must be a subset of input_fields")
+        perturbations = self.mapping(raw.get("perturbations", {}), "perturbations")
+        extra = set(perturbations) - {"robustness", "fairness"}
+        if extra:
+            raise self.fail(f"perturbations.{sorted(extra)[0]}", "unknown axis")
+        return TaskSpec(
+            name=name,
+            version=self.integer(raw["version"], "version", minimum=1),
+            description=str(raw.get("description", "")),
+            input_fields=fields,
+            output_type=output_type,
+            labels=labels,
+            metric=self.metric(raw["metric"], output_type),
+            rounds=self.rounds(raw["rounds"]),
+            robustness=self.perturbations(perturbations.get("robustness", []), "robustness"),
+            fairness=self.perturbations(perturbations.get("fairness", []), "fairness"),
+            slices=self.names(raw.get("slices", []), "slices", allow_empty=True),
+            weights=self.weights(raw.get("weights", {})),
+            limits=self.dataclass_of(Limits, raw.get("limits", {}), "limits"),
+            instance_memory_gib=self.number(
+                raw.get("instance_memory_gib", 2.0), "instance_memory_gib"
+            ),
+            batch_size=self.integer(raw.get("batch_size", 32), "batch_size", minimum=1),
+            perturb_fields=perturb_fields,
+            profiling=self.dataclass_of(ProfilingSpec, raw.get("profiling", {}), "profiling"),
+            bootstrap=self.dataclass_of(BootstrapSpec, raw.get("bootstrap", {}), "bootstrap"),
+            min_slice_size=self.integer(raw.get("min_slice_size", 10), "min_slice_size", minimum=1),
+            source=self.source,
+        )
+
+    def text(self, value: Any, field: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(field, "must be a non-empty string")
+        return value
+
+    def integer(self, value: Any, field: str, minimum: int = 0) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.fail(field, f"must be an integer >= {minimum}")
+        return value
+
+    def number(self, value: Any, field: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise self.fail(field, "must be a positive number")
+        return float(value)
+
+    def mapping(self, value: Any, field: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(field, "must be a mapping")
+        return value
+
+    def names(self, value: Any, field: str, allow_empty: bool = False) -> tuple[str, ...]:
+        if not isinstance(value, list) or (not value and not allow_empty):
+            raise self.fail(field, "must be a non-empty list of names")
+        items = tuple(self.text(item, f"{field}[{i}]") for i, item in enumerate(value))
+        if len(set(items)) != len(items):
+            raise self.fail(field, "has duplicates")
+        return items
+
+    def output(self, value: Any) -> tuple[str, tuple[str, ...]]:
+        spec = self.mapping(value, "output")
+        kind = spec.get("type")
+        if kind == "answer":
+            if set(spec) - {"type"}:
+                raise self.fail("output", "an 'answer' output takes no other keys")
+            return "answer", ()
+        if kind != "label":
+            raise self.fail("output.type", "must be 'label' or 'answer'")
+        if set(spec) - {"type", "labels"}:
+            raise self.fail("output", "unknown key")
+        labels = self.names(spec.get("labels"), "output.labels")
+        if len(labels) < 2:
+            raise self.fail("output.labels", "needs at least two labels")
+        return "label", labels
+
+    def metric(self, value: Any, output_type: str) -> str:
+        if value not in METRICS:
+            raise self.fail("metric", f"unknown metric {value!r} (known: {', '.join(METRICS)})")
+        qa_metric = value in ("squad_f1", "exact_match")
+        if qa_metric != (output_type == "answer"):
+            raise self.fail("metric", f"{value!r} does not fit output type {output_type!r}")
+        return value
+
+    def rounds(self, value: Any) -> tuple[RoundSpec, ...]:
+        if not isinstance(value, list) or not value:
+            raise self.fail("rounds", "must be a non-empty list")
+        rounds = tuple(self.round(item, f"rounds[{i}]") for i, item in enumerate(value))
+        names = [r.name for r in rounds]
+        if len(set(names)) != len(names):
+            raise self.fail("rounds", "round names must be unique")
+        return rounds
+
+    def round(self, value: Any, field: str) -> RoundSpec:
+        spec = self.mapping(value, field)
+        if set(spec) - {"name", "datasets", "weight"}:
+            raise self.fail(
+                field, f"unknown key {sorted(set(spec) - {'name', 'datasets', 'weight'})[0]!r}"
+            )
+        name = str(spec.get("name", ""))
+        if not _ROUND.match(name):
+            raise self.fail(
+                f"{field}.name", "must be a short name (letters, digits, '_', '-', '.')"
+            )
+        datasets = spec.get("datasets")
+        if not isinstance(datasets, list) or not datasets:
+            raise self.fail(f"{field}.datasets", "must be a non-empty list")
+        parsed = tuple(self.dataset(d, f"{field}.datasets[{i}]") for i, d in enumerate(datasets))
+        if len({d.name for d in parsed}) != len(parsed):
+            raise self.fail(f"{field}.datasets", "dataset names must be unique within a round")
+        return RoundSpec(name, parsed, self.number(spec.get("weight", 1.0), f"{field}.weight"))
+
+    def dataset(self, value: Any, field: str) -> DatasetSpec:
+        spec = self.mapping(value, field)
+        if set(spec) != {"name", "path"}:
+            raise self.fail(field, "needs exactly 'name' and 'path'")
+        path = self.text(spec["path"], f"{field}.path")
+        if not (self.config_dir / path).is_file():
+            raise self.fail(f"{field}.path", f"no such file {path!r} under {self.config_dir}")
+        return DatasetSpec(self.text(spec["name"], f"{field}.name"), path)
+
+    def perturbations(self, value: Any, axis: str) -> tuple[PerturbationSpec, ...]:
+        if not isinstance(value, list):
+            raise self.fail(f"perturbations.{axis}", "must be a list")
+        return tuple(
+            self.dataclass_of(PerturbationSpec, item, f"perturbations.{axis}[{i}]")
+            for i, item in enumerate(value)
+        )
+
+    def weights(self, value: Any) -> dict[str, float]:
+        spec = self.mapping(value, "weights")
+        unknown = set(spec) - set(AXES)
+        if unknown:
+            raise self.fail(
+                f"weights.{sorted(unknown)[0]}", f"unknown axis (axes: {', '.join(AXES)})"
+            )
+        weights = {axis: spec.get(axis, 0) for axis in AXES}
+        for axis, weight in weights.items():
+            if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
+                raise self.fail(f"weights.{axis}", "must be a number >= 0")
+        if not any(weights.values()):
+            raise self.fail("weights", "at least one weight must be positive")
+        return {axis: float(w) for axis, w in weights.items()}
+
+    def dataclass_of(self, cls: type, value: Any, field: str) -> Any:
+        spec = self.mapping(value, field)
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        for key, item in spec.items():
+            if key not in known:
+                raise self.fail(f"{field}.{key}", f"unknown key (allowed: {', '.join(known)})")
+            default = known[key].default
+            expected = type(default) if default is not dataclasses.MISSING else str
+            if expected is float and isinstance(item, int) and not isinstance(item, bool):
+                continue
+            if (
+                not isinstance(item, expected)
+                or isinstance(item, bool)
+                or (isinstance(item, int | float) and item < 0)
+            ):
+                raise self.fail(f"{field}.{key}", f"must be a {expected.__name__} >= 0")
+        return cls(**spec)

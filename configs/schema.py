@@ -1,0 +1,125 @@
+"""Task specs: YAML files become frozen, validated objects (errors name file and field)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from evaluator.runtime import Limits
+
+AXES = ("performance", "throughput", "memory", "robustness", "fairness")
+METRICS = ("accuracy", "macro_f1", "squad_f1", "exact_match")
+
+
+class ConfigError(ValueError):
+    """A config file is invalid; the message names the file and the field."""
+
+    def __init__(self, source: str, field: str, problem: str) -> None:
+        super().__init__(f"{source}: {field}: {problem}")
+        self.source, self.field, self.problem = source, field, problem
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """One held-out set of a round (a JSONL file, path relative to configs/)."""
+
+    name: str
+    path: str
+
+
+@dataclass(frozen=True)
+class RoundSpec:
+    """A named round (names are opaque: 'r12' is never parsed as digits)."""
+
+    name: str
+    datasets: tuple[DatasetSpec, ...]
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class PerturbationSpec:
+    """A perturbation by registry name and seed, scored on one axis."""
+
+    name: str
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ProfilingSpec:
+    """How the timed profiling pass runs."""
+
+    warmup_batches: int = 2
+    min_examples: int = 256
+    sample_interval_s: float = 0.05
+
+
+@dataclass(frozen=True)
+class BootstrapSpec:
+    """Bootstrap confidence interval settings."""
+
+    n_resamples: int = 1000
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything the platform knows about a task; the source of truth for fields and labels."""
+
+    name: str
+    version: int
+    description: str
+    input_fields: tuple[str, ...]
+    output_type: str  # "label" or "answer"
+    labels: tuple[str, ...]
+    metric: str
+    rounds: tuple[RoundSpec, ...]
+    robustness: tuple[PerturbationSpec, ...]
+    fairness: tuple[PerturbationSpec, ...]
+    slices: tuple[str, ...]
+    weights: Mapping[str, float]
+    limits: Limits
+    instance_memory_gib: float
+    batch_size: int
+    perturb_fields: tuple[str, ...]
+    profiling: ProfilingSpec
+    bootstrap: BootstrapSpec
+    min_slice_size: int
+    source: str = ""
+
+    @property
+    def output_key(self) -> str:
+        """The JSON key a model answers with: 'label' or 'answer'."""
+        return "answer" if self.output_type == "answer" else "label"
+
+    def round(self, name: str) -> RoundSpec:
+        """The round called ``name``."""
+        for spec in self.rounds:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"task {self.name!r} has no round {name!r}")
+
+    def public_dict(self) -> dict[str, Any]:
+        """What a submitter may see: fields, labels, rounds, limits, weights."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "description": self.description,
+            "input_fields": list(self.input_fields),
+            "output": {"type": self.output_type, "labels": list(self.labels)},
+            "metric": self.metric,
+            "rounds": [
+                {"name": r.name, "weight": r.weight, "datasets": [d.name for d in r.datasets]}
+                for r in self.rounds
+            ],
+            "perturbations": {
+                "robustness": [dataclasses.asdict(p) for p in self.robustness],
+                "fairness": [dataclasses.asdict(p) for p in self.fairness],
+            },
+            "slices": list(self.slices),
+            "weights": dict(self.weights),
+            "limits": dataclasses.asdict(self.limits),
+            "instance_memory_gib": self.instance_memory_gib,
+            "batch_size": self.batch_size,
+        }

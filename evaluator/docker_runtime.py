@@ -1,0 +1,334 @@
+"""The ``docker`` runtime: one untrusted model container in a sandbox.
+
+Per run: an internal network, a guard container owning a locked network namespace (see
+``evaluator.docker_sandbox``) and the model container joined to it with memory (swap off),
+CPU and pids limits, a read-only root with a size-capped ``/tmp`` tmpfs, uid/gid 10001
+whatever the image says (images built to run as root run as 10001 too), no capabilities,
+no-new-privileges, and a size-capped json-file log. The evaluator reaches the model at the
+guard's IP on the internal network; nothing is published on the host. ``stop()`` removes
+both containers and the network, always; a watchdog does it if nobody calls ``stop()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.errors import APIError, DockerException, NotFound
+from docker.types import Ulimit
+
+from evaluator import docker_sandbox as sandbox
+from evaluator.errors import EvaluationError, FailureCode
+from evaluator.images import check_size, image_ref
+from evaluator.runtime import Endpoint, Limits, ResourceSample, Runtime, RuntimeInfo
+
+PORTS = {"v1": 8080, "dynalab2": 80}
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+_DISK_FULL_MARKERS = ("No space left on device", "[Errno 28]", "ENOSPC")
+
+
+class DockerRuntime(Runtime):
+    """Run ``image`` (an image ID or a local tag) in the sandbox, speaking ``protocol``."""
+
+    kind = "docker"
+
+    def __init__(
+        self,
+        image: str,
+        limits: Limits,
+        protocol: str = "v1",
+        *,
+        client: docker.DockerClient | None = None,
+        label_owner: str = "dynaeval",
+        env: dict[str, str] | None = None,
+        guard_image: str = sandbox.GUARD_IMAGE,
+        hard_timeout_s: float | None = None,
+    ) -> None:
+        if protocol not in PORTS:
+            raise ValueError(f"unknown protocol {protocol!r} (known: {', '.join(PORTS)})")
+        self.image = image
+        self.limits = limits
+        self.protocol = protocol
+        self.port = PORTS[protocol]
+        self.client = client or docker.from_env()
+        self.owner = label_owner
+        self.env = dict(env or {})
+        self.guard_image = guard_image
+        self.hard_timeout_s = hard_timeout_s or limits.startup_s + limits.total_s + 60.0
+        self.run_id = sandbox.new_run_id()
+        self.ref = None
+        self.network_id: str | None = None
+        self.guard_id: str | None = None
+        self.container_id: str | None = None
+        self.host: str | None = None
+        self._lock = threading.RLock()
+        self._watchdog: threading.Timer | None = None
+        self._final_logs: str | None = None
+        self._final_state: dict[str, Any] | None = None
+        self._peak_bytes = 0
+        self._peak_pids = 0
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> Endpoint:
+        """Create network, guard and model container; return the model's address."""
+        with self._lock:
+            if self.container_id is not None:
+                raise RuntimeError("this runtime was already started")
+            self.ref = image_ref(self.image, self.client)
+            check_size(self.ref, self.limits, self.client)
+            self._arm_watchdog()
+            try:
+                network = sandbox.create_network(self.client, self.owner, self.run_id)
+                self.network_id = network.id
+                guard = sandbox.start_guard(
+                    self.client, network.name, self.owner, self.run_id, self.guard_image
+                )
+                self.guard_id = guard.id
+                self.host = sandbox.guard_ip(guard, network.name)
+                container = self.client.containers.run(self.ref.image_id, **self._run_kwargs())
+                self.container_id = container.id
+            except EvaluationError:
+                self.stop()
+                raise
+            except (APIError, DockerException) as exc:
+                self.stop()
+                raise EvaluationError(
+                    FailureCode.START_FAILED, f"the engine refused to start the model: {exc}"
+                ) from None
+            return Endpoint(self.host, self.port, self.protocol)
+
+    def _run_kwargs(self) -> dict[str, Any]:
+        limits = self.limits
+        memory = int(limits.memory_gib * 1024**3)
+        log_size = max(64 * 1024, limits.max_log_bytes)
+        return {
+            "name": f"dynaeval-{self.run_id}-model",
+            "detach": True,
+            "network_mode": f"container:{self.guard_id}",
+            "user": f"{sandbox.SANDBOX_UID}:{sandbox.SANDBOX_UID}",
+            "environment": {
+                **self.env,
+                "PORT": str(self.port),
+                "HOME": "/tmp",
+                "TMPDIR": "/tmp",
+            },
+            "mem_limit": memory,
+            "memswap_limit": memory,
+            "mem_swappiness": 0,
+            "nano_cpus": int(limits.cpus * 1e9),
+            "pids_limit": limits.pids,
+            "read_only": True,
+            "tmpfs": {"/tmp": f"size={limits.tmpfs_mib}m,mode=1777,nosuid,nodev"},
+            "shm_size": f"{max(1, limits.tmpfs_mib)}m",
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "ulimits": [Ulimit(name="core", soft=0, hard=0)],
+            "labels": sandbox.labels(self.owner, self.run_id, "model"),
+            "log_config": {
+                "type": "json-file",
+                "config": {"max-size": str(log_size), "max-file": "2"},
+            },
+        }
+
+    def _arm_watchdog(self) -> None:
+        self._watchdog = threading.Timer(self.hard_timeout_s, self.stop)
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+    def stop(self) -> None:
+        """Keep the log tail and exit state, then remove model, guard and network. Idempotent."""
+        with self._lock:
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+                self._watchdog = None
+            if self.container_id is not None and self._final_logs is None:
+                with contextlib.suppress(DockerException):
+                    self._final_state = self._state()
+                with contextlib.suppress(DockerException):
+                    self._final_logs = self._read_logs(self.limits.max_log_bytes)
+            errors: list[str] = []
+            for remove, attr in (
+                (sandbox.remove_container, "container_id"),
+                (sandbox.remove_container, "guard_id"),
+                (sandbox.remove_network, "network_id"),
+            ):
+                try:
+                    remove(self.client, getattr(self, attr))
+                    setattr(self, attr, None)
+                except DockerException as exc:
+                    errors.append(f"{attr}: {exc}")
+            if errors:
+                raise RuntimeError("could not remove the sandbox: " + "; ".join(errors))
+
+    # -- state ------------------------------------------------------------------------------
+    def _state(self) -> dict[str, Any] | None:
+        if self.container_id is None:
+            return self._final_state
+        try:
+            return self.client.api.inspect_container(self.container_id)["State"]
+        except NotFound:
+            return self._final_state
+
+    def alive(self) -> bool:
+        state = self._state()
+        return bool(state and state.get("Running"))
+
+    def exit_reason(self) -> tuple[str, str] | None:
+        """Why the model died or stopped answering: OOM, pids, disk, or its exit code."""
+        state = self._state()
+        if state is None:
+            return None
+        running = bool(state.get("Running"))
+        memory_limit = int(self.limits.memory_gib * 1024**3)
+        oom_kills = self._cgroup_int("memory", "memory.oom_control", "oom_kill")
+        near_limit = self._peak_bytes >= 0.9 * memory_limit
+        exit_code = int(state.get("ExitCode") or 0)
+        if state.get("OOMKilled") or oom_kills or (not running and exit_code == 137 and near_limit):
+            return (
+                FailureCode.OOM_KILLED.value,
+                f"the model was killed for exceeding its memory limit of "
+                f"{self.limits.memory_gib:g} GiB",
+            )
+        if self._pids_exhausted():
+            return (
+                FailureCode.PIDS_EXHAUSTED.value,
+                f"the model hit its limit of {self.limits.pids} processes/threads",
+            )
+        if self._disk_full():
+            return (
+                FailureCode.DISK_FULL.value,
+                f"the model filled its {self.limits.tmpfs_mib} MiB /tmp",
+            )
+        if running:
+            return None
+        return FailureCode.CRASHED.value, f"the model exited with code {exit_code}"
+
+    def _cgroup_file(self, controller: str, name: str) -> Path | None:
+        if self.container_id is None:
+            return None
+        path = CGROUP_ROOT / controller / "docker" / self.container_id / name
+        return path if path.exists() else None
+
+    def _cgroup_int(self, controller: str, name: str, key: str | None = None) -> int:
+        path = self._cgroup_file(controller, name)
+        if path is None:
+            return 0
+        try:
+            text = path.read_text()
+        except OSError:
+            return 0
+        if key is None:
+            value = text.strip()
+            return int(value) if value.isdigit() else 0
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == key and parts[1].isdigit():
+                return int(parts[1])
+        return 0
+
+    def _pids_exhausted(self) -> bool:
+        limit = self.limits.pids
+        if self._cgroup_int("pids", "pids.events", "max") > 0:
+            return True
+        current = max(
+            self._cgroup_int("pids", "pids.peak"), self._cgroup_int("pids", "pids.current")
+        )
+        return max(current, self._peak_pids) >= limit
+
+    def _disk_full(self) -> bool:
+        state = self._state() or {}
+        pid = int(state.get("Pid") or 0)
+        if pid:
+            with contextlib.suppress(OSError):
+                vfs = os.statvfs(f"/proc/{pid}/root/tmp")
+                if vfs.f_blocks and vfs.f_bavail / vfs.f_blocks < 0.02:
+                    return True
+        logs = self.logs_tail(8192)
+        return any(marker in logs for marker in _DISK_FULL_MARKERS)
+
+    # -- measurement ------------------------------------------------------------------------
+    def sample_resources(self) -> ResourceSample | None:
+        """Memory of the container's cgroup minus page cache (cgroup v1 files, else the API)."""
+        usage = self._cgroup_file("memory", "memory.usage_in_bytes")
+        if usage is not None:
+            try:
+                total = int(usage.read_text())
+            except (OSError, ValueError):
+                return None
+            inactive = self._cgroup_int("memory", "memory.stat", "total_inactive_file")
+            rss = max(0, total - inactive)
+            self._peak_pids = max(self._peak_pids, self._cgroup_int("pids", "pids.current"))
+        else:
+            rss = self._api_memory()
+            if rss is None:
+                return None
+        self._peak_bytes = max(self._peak_bytes, rss)
+        return ResourceSample(rss)
+
+    def _api_memory(self) -> int | None:
+        if self.container_id is None:
+            return None
+        try:
+            stats = self.client.api.stats(self.container_id, stream=False)
+        except DockerException:
+            return None
+        memory = stats.get("memory_stats") or {}
+        if "usage" not in memory:
+            return None
+        detail = memory.get("stats") or {}
+        cache = detail.get("total_inactive_file", detail.get("inactive_file", 0))
+        return max(0, int(memory["usage"]) - int(cache))
+
+    def logs_tail(self, max_bytes: int = 8192) -> str:
+        """The last ``max_bytes`` (never more than ``limits.max_log_bytes``) of the log."""
+        max_bytes = min(max_bytes, self.limits.max_log_bytes)
+        if self.container_id is None:
+            return (self._final_logs or "")[-max_bytes:] if max_bytes > 0 else ""
+        try:
+            return self._read_logs(max_bytes)
+        except DockerException:
+            return (self._final_logs or "")[-max_bytes:]
+
+    def _read_logs(self, max_bytes: int) -> str:
+        if max_bytes <= 0 or self.container_id is None:
+            return ""
+        lines = max(100, max_bytes // 40)
+        raw = self.client.api.logs(self.container_id, stdout=True, stderr=True, tail=lines)
+        return raw[-max_bytes:].decode("utf-8", "replace")
+
+    def info(self) -> RuntimeInfo:
+        """Image id/digest, limits applied, user, network mode (recorded with every result)."""
+        ref = self.ref
+        return RuntimeInfo(
+            self.kind,
+            {
+                "image": self.image,
+                "image_id": ref.image_id if ref else None,
+                "digest": ref.digest if ref else None,
+                "image_user": ref.user if ref else None,
+                "user": f"{sandbox.SANDBOX_UID}:{sandbox.SANDBOX_UID}",
+                "protocol": self.protocol,
+                "port": self.port,
+                "network": "internal bridge + guard namespace (no egress)",
+                "limits": {
+                    "memory_bytes": int(self.limits.memory_gib * 1024**3),
+                    "swap": "off",
+                    "cpus": self.limits.cpus,
+                    "pids": self.limits.pids,
+                    "tmpfs_mib": self.limits.tmpfs_mib,
+                    "read_only_root": True,
+                    "capabilities": [],
+                    "no_new_privileges": True,
+                },
+                "run_id": self.run_id,
+            },
+        )
+
+
+def cleanup_leftovers(owner: str, client: docker.DockerClient | None = None) -> int:
+    """Remove containers, networks and volumes labelled for ``owner`` (call on worker start)."""
+    return sandbox.cleanup_leftovers(owner, client)

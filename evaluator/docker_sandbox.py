@@ -1,0 +1,191 @@
+"""The Docker sandbox's network: an internal network plus a locked network namespace.
+
+Why a guard container. On Docker 20.10 an ``internal=True`` bridge network still gives the
+container a default route via the bridge's gateway, and that gateway is the host: a
+container on it can connect to any host listener (also ones bound on other bridges' IPs,
+since packets to a local address never traverse FORWARD, where Docker's isolation rules
+live). It can also ask Docker's embedded DNS (127.0.0.11), which forwards to upstream
+resolvers. So each run gets a *guard* container that owns the network namespace, like a
+Kubernetes pause container:
+
+1. it joins the run's internal network, deletes the default route, and installs
+   iptables / ip6tables rules in its own namespace: OUTPUT is dropped except loopback and
+   replies on connections someone else opened (conntrack ESTABLISHED/RELATED); 127.0.0.11
+   (embedded DNS) is dropped too;
+2. it then drops to uid 10001 with no capabilities and sleeps;
+3. only then is the model started with ``network_mode=container:<guard>``, so it never
+   runs a single instruction before the rules are in place, and it has no
+   CAP_NET_ADMIN to undo them.
+
+The evaluator (on the host) connects to the guard's IP on the internal network: the SYN
+comes in, the replies leave as ESTABLISHED. The model cannot open any connection at all.
+``net.ipv4.ip_unprivileged_port_start=0`` is set on the namespace so a non-root model can
+bind port 80 (Dynalab 2.0 images listen there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+
+import docker
+from docker.errors import APIError, DockerException, NotFound
+
+from evaluator.errors import EvaluationError, FailureCode
+
+MANAGED = "dynaeval.managed"
+OWNER = "dynaeval.owner"
+RUN = "dynaeval.run"
+ROLE = "dynaeval.role"
+GUARD_IMAGE = "dynaeval/python-base:latest"
+READY_LINE = "dynaeval-guard-ready"
+SANDBOX_UID = 10001
+
+# Runs as root with NET_ADMIN (+ SETUID/SETGID/SETPCAP to drop them), then sleeps capless.
+_GUARD_SCRIPT = f"""set -eu
+ip route del default 2>/dev/null || true
+ip -6 route del default 2>/dev/null || true
+rules() {{
+  $1 -P INPUT ACCEPT
+  $1 -P FORWARD DROP
+  $1 -A OUTPUT -o lo -j ACCEPT
+  $1 -A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT
+  $1 -P OUTPUT DROP
+}}
+iptables -A OUTPUT -d 127.0.0.11 -j DROP
+rules iptables
+if ! rules ip6tables 2>/dev/null; then
+  if grep -qv ' lo$' /proc/net/if_inet6 2>/dev/null; then
+    echo "ip6tables failed although IPv6 addresses exist" >&2; exit 3
+  fi
+fi
+echo {READY_LINE}
+exec setpriv --reuid={SANDBOX_UID} --regid={SANDBOX_UID} --clear-groups \\
+  --inh-caps=-all --bounding-set=-all sleep infinity
+"""
+
+
+def new_run_id() -> str:
+    """A short random id naming one run's network and containers."""
+    return uuid.uuid4().hex[:12]
+
+
+def labels(owner: str, run_id: str, role: str) -> dict[str, str]:
+    """Labels on every object a run creates (``cleanup_leftovers`` finds them by owner)."""
+    return {MANAGED: "1", OWNER: owner, RUN: run_id, ROLE: role}
+
+
+def create_network(client: docker.DockerClient, owner: str, run_id: str):
+    """An internal bridge network for one run (no outside route, no published ports)."""
+    return client.networks.create(
+        f"dynaeval-{run_id}",
+        driver="bridge",
+        internal=True,
+        check_duplicate=True,
+        labels=labels(owner, run_id, "network"),
+    )
+
+
+def start_guard(
+    client: docker.DockerClient,
+    network_name: str,
+    owner: str,
+    run_id: str,
+    image: str = GUARD_IMAGE,
+    timeout_s: float = 20.0,
+):
+    """Start the namespace-owning guard and wait until its rules are in place."""
+    try:
+        guard = client.containers.run(
+            image,
+            ["/bin/sh", "-c", _GUARD_SCRIPT],
+            name=f"dynaeval-{run_id}-guard",
+            detach=True,
+            network=network_name,
+            user="0:0",
+            cap_drop=["ALL"],
+            cap_add=["NET_ADMIN", "SETUID", "SETGID", "SETPCAP"],
+            security_opt=["no-new-privileges"],
+            read_only=True,
+            mem_limit="64m",
+            memswap_limit="64m",
+            pids_limit=16,
+            sysctls={"net.ipv4.ip_unprivileged_port_start": "0"},
+            labels=labels(owner, run_id, "guard"),
+            log_config={"type": "json-file", "config": {"max-size": "64k", "max-file": "1"}},
+            entrypoint=[],
+        )
+    except (APIError, DockerException) as exc:
+        raise EvaluationError(
+            FailureCode.PLATFORM_ERROR, f"could not start the network guard: {exc}"
+        ) from None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        output = guard.logs(stdout=True, stderr=True).decode("utf-8", "replace")
+        if READY_LINE in output:
+            return guard
+        guard.reload()
+        if guard.status in ("exited", "dead"):
+            raise EvaluationError(
+                FailureCode.PLATFORM_ERROR,
+                f"the network guard failed (is iptables usable in containers?): {output[-500:]}",
+            )
+        time.sleep(0.02)
+    raise EvaluationError(FailureCode.PLATFORM_ERROR, "the network guard was not ready in time")
+
+
+def guard_ip(guard, network_name: str) -> str:
+    """The guard's (hence the model's) IP address on the run's internal network."""
+    guard.reload()
+    networks = guard.attrs["NetworkSettings"]["Networks"]
+    address = (networks.get(network_name) or {}).get("IPAddress")
+    if not address:
+        raise EvaluationError(FailureCode.PLATFORM_ERROR, "the sandbox got no IP address")
+    return address
+
+
+def remove_container(client: docker.DockerClient, container_id: str | None) -> None:
+    """Force-remove a container (and its anonymous volumes); absent is fine."""
+    if not container_id:
+        return
+    with contextlib.suppress(NotFound):
+        client.api.remove_container(container_id, force=True, v=True)
+
+
+def remove_network(client: docker.DockerClient, network_id: str | None) -> None:
+    """Remove a network; absent is fine. Retries briefly while endpoints detach."""
+    if not network_id:
+        return
+    for attempt in range(20):
+        try:
+            client.api.remove_network(network_id)
+            return
+        except NotFound:
+            return
+        except APIError:
+            if attempt == 19:
+                raise
+            time.sleep(0.1)
+
+
+def cleanup_leftovers(owner: str, client: docker.DockerClient | None = None) -> int:
+    """Remove every container, network and volume labelled for ``owner``; returns the count.
+
+    A worker calls this on start: whatever a crashed predecessor with the same id left
+    behind goes away.
+    """
+    client = client or docker.from_env()
+    selector = {"label": [f"{MANAGED}=1", f"{OWNER}={owner}"]}
+    removed = 0
+    for container in client.containers.list(all=True, filters=selector):
+        remove_container(client, container.id)
+        removed += 1
+    for network in client.networks.list(filters=selector):
+        remove_network(client, network.id)
+        removed += 1
+    for volume in client.volumes.list(filters=selector):
+        with contextlib.suppress(NotFound):
+            volume.remove(force=True)
+            removed += 1
+    return removed

@@ -1,0 +1,297 @@
+"""Evaluate one model on one task: every round, every variant, a profiling pass.
+
+Reads like the data flow: start → wait ready → for each round and dataset: originals,
+perturbed sets (materialised once, cached) → profile → stop (always) → result. A model
+failure ends in a Failure with its code and the log tail; it never raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from configs.loader import CONFIG_DIR
+from configs.schema import DatasetSpec, PerturbationSpec, RoundSpec, TaskSpec
+from evaluator import scoring
+from evaluator.datasets import load_examples
+from evaluator.errors import EvaluationError, FailureCode
+from evaluator.perturbed_sets import dataset_hash, materialise
+from evaluator.prediction_log import PredictionLog
+from evaluator.profiling import MemorySampler, profile_throughput
+from evaluator.protocol import ModelClient
+from evaluator.provenance import code_version
+from evaluator.results import EvaluationResult, Failure, Score, ScoreKey
+from evaluator.rollup import summarise
+from evaluator.runtime import Runtime
+from evaluator.types import Example, Prediction
+from perturbations.perturbation import get_perturbation
+from store.blobs import BlobStore
+
+log = logging.getLogger(__name__)
+Progress = Callable[[float, str], None]
+
+
+@dataclass
+class RunState:
+    """Everything one evaluation accumulates; the pipeline's explicit context."""
+
+    scores: list[Score] = field(default_factory=list)
+    rounds: list[dict] = field(default_factory=list)
+    slices: list[dict] = field(default_factory=list)
+    dataset_hashes: dict[str, str] = field(default_factory=dict)
+    variant_counts: list[dict] = field(default_factory=list)
+    steps_done: int = 0
+
+
+class Evaluation:
+    """One model × one task. Use ``run()``; the runtime is stopped whatever happens."""
+
+    def __init__(
+        self,
+        task: TaskSpec,
+        runtime: Runtime,
+        blobs: BlobStore,
+        *,
+        config_dir: Path = CONFIG_DIR,
+        progress: Progress | None = None,
+        save_predictions: Path | None = None,
+    ) -> None:
+        self.task = task
+        self.runtime = runtime
+        self.blobs = blobs
+        self.config_dir = config_dir
+        self.progress = progress or (lambda fraction, stage: None)
+        self.predictions_log = PredictionLog(save_predictions) if save_predictions else None
+        self.state = RunState()
+        self.client: ModelClient | None = None
+        self.sampler: MemorySampler | None = None
+        self.deadline = 0.0
+        self.profile: dict = {}
+        self.started_at = 0.0
+        variants = 1 + len(task.robustness) + len(task.fairness)
+        self.total_steps = sum(len(r.datasets) for r in task.rounds) * variants + 1
+
+    # -- the flow ---------------------------------------------------------------------------
+    def run(self) -> EvaluationResult:
+        self.started_at = time.monotonic()
+        self.deadline = self.started_at + self.task.limits.total_s
+        failure: Failure | None = None
+        try:
+            self.start_model()
+            for round_spec in self.task.rounds:
+                self.score_round(round_spec)
+            self.profile_model()
+        except EvaluationError as exc:
+            failure = self.explain(exc)
+        except Exception as exc:  # a platform fault must still end the job with a reason
+            log.exception("evaluation of %s failed on the platform side", self.task.name)
+            failure = Failure(
+                FailureCode.PLATFORM_ERROR.value,
+                f"{type(exc).__name__}: {exc}",
+                self.safe_logs(),
+                user_caused=False,
+            )
+        finally:
+            self.stop_model()
+        return self.result(failure)
+
+    def start_model(self) -> None:
+        self.progress(0.0, "starting")
+        try:
+            endpoint = self.runtime.start()
+        except EvaluationError:
+            raise
+        except Exception as exc:
+            raise EvaluationError(
+                FailureCode.START_FAILED, f"could not start the model: {exc}"
+            ) from exc
+        self.client = ModelClient(endpoint, self.task, self.task.limits)
+        budget = min(self.task.limits.startup_s, self.remaining())
+        waited = self.client.wait_ready(budget, self.runtime.alive)
+        self.profile["ready_s"] = round(waited, 3)
+        self.sampler = MemorySampler(self.runtime, self.task.profiling.sample_interval_s).start()
+
+    def score_round(self, round_spec: RoundSpec) -> None:
+        round_scores: list[Score] = []
+        for dataset in round_spec.datasets:
+            round_scores.extend(self.score_dataset(round_spec, dataset))
+        self.state.scores.extend(round_scores)
+
+    def score_dataset(self, round_spec: RoundSpec, dataset: DatasetSpec) -> list[Score]:
+        examples = load_examples(self.task, dataset, self.config_dir)
+        digest = dataset_hash(examples)
+        self.state.dataset_hashes[f"{round_spec.name}/{dataset.name}"] = digest
+        base = ScoreKey(self.task.name, round_spec.name, dataset.name, digest)
+        self.step(f"round {round_spec.name} / {dataset.name}: original")
+        predictions = self.predict_all(examples, base, "original")
+        scores = [scoring.performance_score(self.task, base, examples, predictions)]
+        scores += scoring.secondary_scores(self.task, base, examples, predictions)
+        slice_scores, reports = scoring.slice_scores(self.task, base, examples, predictions)
+        scores += slice_scores
+        self.state.slices.extend(reports)
+        by_uid = {p.uid: p for p in predictions}
+        for axis, specs in (("robustness", self.task.robustness), ("fairness", self.task.fairness)):
+            runs = [self.run_variant(axis, spec, examples, digest, base) for spec in specs]
+            for run in runs:
+                scores += scoring.variant_scores(self.task, base, by_uid, run)
+            value, n = scoring.pooled_agreement(self.task, by_uid, runs)
+            key = ScoreKey(self.task.name, round_spec.name, dataset.name, digest, axis)
+            scores.append(Score(_with_metric(key, scoring.AGREEMENT), value, n))
+        return scores
+
+    def run_variant(
+        self,
+        axis: str,
+        spec: PerturbationSpec,
+        examples: Sequence[Example],
+        digest: str,
+        base: ScoreKey,
+    ) -> scoring.VariantRun:
+        self.step(f"round {base.round} / {base.dataset}: {spec.name}")
+        perturbation = get_perturbation(spec.name)
+        perturbed = materialise(
+            examples, digest, perturbation, spec.seed, self.task.perturb_fields, self.blobs
+        )
+        predictions = self.predict_all(perturbed.examples, base, spec.name)
+        self.state.variant_counts.append(
+            {
+                "round": base.round,
+                "dataset": base.dataset,
+                "variant": spec.name,
+                "total": perturbed.total,
+                "changed": perturbed.changed,
+            }  # fmt: skip
+        )
+        return scoring.VariantRun(
+            axis, spec.name, perturbed.version, spec.seed, perturbed.total,
+            tuple(perturbed.examples), tuple(predictions),
+        )  # fmt: skip
+
+    def profile_model(self) -> None:
+        self.step("profiling")
+        first = self.task.rounds[0]
+        examples = load_examples(self.task, first.datasets[0], self.config_dir)
+        self.profile["throughput"] = profile_throughput(
+            self.predict_batch,
+            examples,
+            batch_size=self.task.batch_size,
+            warmup_batches=self.task.profiling.warmup_batches,
+            min_examples=self.task.profiling.min_examples,
+        )
+        self.progress(1.0, "profiled")
+
+    def stop_model(self) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()
+            self.profile["memory"] = self.sampler.summary()
+        if self.client is not None:
+            self.client.close()
+        try:
+            self.runtime.stop()
+        except Exception:  # stopping must never hide the evaluation's own outcome
+            log.exception("stopping the %s runtime failed", self.runtime.kind)
+
+    # -- helpers ----------------------------------------------------------------------------
+    def predict_all(
+        self, examples: Sequence[Example], base: ScoreKey, variant: str
+    ) -> list[Prediction]:
+        size = self.task.batch_size
+        predictions: list[Prediction] = []
+        for start in range(0, len(examples), size):
+            predictions.extend(self.predict_batch(examples[start : start + size]))
+        if self.predictions_log is not None:
+            self.predictions_log.write(base, variant, examples, predictions)
+        return predictions
+
+    def predict_batch(self, batch: Sequence[Example]) -> list[Prediction]:
+        remaining = self.remaining()
+        if remaining <= 0:
+            raise EvaluationError(
+                FailureCode.TOTAL_TIMEOUT,
+                f"the evaluation exceeded its wall-clock budget of {self.task.limits.total_s:.0f} s",
+            )
+        assert self.client is not None
+        return self.client.predict(batch, timeout=min(self.task.limits.request_s, remaining))
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def step(self, stage: str) -> None:
+        self.progress(self.state.steps_done / self.total_steps, stage)
+        self.state.steps_done += 1
+
+    def safe_logs(self) -> str:
+        try:
+            return self.runtime.logs_tail(self.task.limits.max_log_bytes)
+        except Exception:  # the log is a courtesy; its absence must not mask the failure
+            return ""
+
+    def explain(self, exc: EvaluationError) -> Failure:
+        """Prefer the runtime's own account (OOM kill, exit code) over the symptom seen."""
+        code, message = exc.code.value, exc.message
+        if exc.code in _SYMPTOMS:
+            time.sleep(0.2)  # let the engine record the exit before asking why
+            reason = self.runtime.exit_reason()
+            if reason is not None:
+                code, message = reason[0], f"{reason[1]} ({exc.message})"
+        user_caused = FailureCode(code).user_caused if code in _CODES else True
+        return Failure(code, message, exc.log_tail or self.safe_logs(), user_caused)
+
+    def result(self, failure: Failure | None) -> EvaluationResult:
+        result = EvaluationResult(
+            task=self.task.name,
+            status="failed" if failure else "done",
+            failure=failure,
+            profile=self.profile,
+            provenance=self.provenance(),
+        )
+        if failure is None:
+            summary, rounds = summarise(self.task, self.state.scores, self.profile)
+            result.summary, result.rounds = summary, rounds
+            result.scores, result.slices = self.state.scores, self.state.slices
+        return result
+
+    def provenance(self) -> dict:
+        info = self.runtime.info()
+        return {
+            "task_version": self.task.version,
+            "code_version": code_version(),
+            "dataset_hashes": self.state.dataset_hashes,
+            "perturbations": self.state.variant_counts,
+            "runtime": {"kind": info.kind, **info.details},
+            "limits": self.task.limits.__dict__,
+            "duration_s": round(time.monotonic() - self.started_at, 3),
+        }
+
+
+_SYMPTOMS = {
+    FailureCode.CRASHED,
+    FailureCode.REQUEST_TIMEOUT,
+    FailureCode.BAD_STATUS,
+    FailureCode.NEVER_HEALTHY,
+}
+_CODES = {code.value for code in FailureCode}
+
+
+def _with_metric(key: ScoreKey, metric: str) -> ScoreKey:
+    return replace(key, metric=metric)
+
+
+def run_evaluation(
+    task: TaskSpec,
+    runtime: Runtime,
+    blobs: BlobStore,
+    *,
+    config_dir: Path = CONFIG_DIR,
+    progress: Progress | None = None,
+    save_predictions: Path | None = None,
+) -> EvaluationResult:
+    """Evaluate the model behind ``runtime`` on every round of ``task``."""
+    evaluation = Evaluation(
+        task, runtime, blobs, config_dir=config_dir, progress=progress,
+        save_predictions=save_predictions,
+    )  # fmt: skip
+    return evaluation.run()

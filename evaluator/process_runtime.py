@@ -1,0 +1,131 @@
+"""The ``process`` runtime: a trusted local command serving the protocol on ``$PORT``.
+
+For the embedded quick start and local development; no sandbox (use ``docker`` for
+untrusted submissions). Memory is the RSS of the whole process tree, via psutil.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+
+from evaluator.runtime import Endpoint, Limits, ResourceSample, Runtime, RuntimeInfo
+
+
+def free_port() -> int:
+    """A TCP port on loopback nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ProcessRuntime(Runtime):
+    """Start ``command`` in its own process group with ``PORT`` set; kill the group on stop."""
+
+    kind = "process"
+
+    def __init__(
+        self,
+        command: str | Sequence[str],
+        *,
+        limits: Limits | None = None,
+        protocol: str = "v1",
+        cwd: str | os.PathLike[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.command = shlex.split(command) if isinstance(command, str) else list(command)
+        if not self.command:
+            raise ValueError("empty command")
+        self.limits = limits or Limits()
+        self.protocol = protocol
+        self.cwd = cwd
+        self.extra_env = dict(env or {})
+        self._proc: subprocess.Popen[bytes] | None = None
+        # The log outlives stop() so the failure report can quote it; closed with the runtime.
+        self._log = tempfile.TemporaryFile(prefix="dynaeval-model-log-")  # noqa: SIM115
+        self.port: int | None = None
+
+    def start(self) -> Endpoint:
+        self.port = free_port()
+        env = {**os.environ, **self.extra_env, "PORT": str(self.port), "PYTHONUNBUFFERED": "1"}
+        self._proc = subprocess.Popen(  # noqa: S603 - the command is the trusted local model
+            self.command,
+            cwd=self.cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        return Endpoint("127.0.0.1", self.port, self.protocol)
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def exit_reason(self) -> tuple[str, str] | None:
+        if self._proc is None or self._proc.poll() is None:
+            return None
+        code = self._proc.returncode
+        if code < 0:
+            return "crashed", f"the model was killed by signal {signal.Signals(-code).name}"
+        return "crashed", f"the model exited with code {code}"
+
+    def sample_resources(self) -> ResourceSample | None:
+        if not self.alive():
+            return None
+        try:
+            root = psutil.Process(self._proc.pid)  # type: ignore[union-attr]
+            processes = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return None
+        total = 0
+        for process in processes:
+            try:
+                total += process.memory_info().rss
+            except psutil.Error:
+                continue
+        return ResourceSample(total)
+
+    def logs_tail(self, max_bytes: int = 8192) -> str:
+        if self._log.closed:
+            return ""
+        size = self._log.seek(0, os.SEEK_END)
+        self._log.seek(max(0, size - max_bytes))
+        return self._log.read().decode("utf-8", "replace")
+
+    def stop(self) -> None:
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        for sig, wait_s in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                proc.wait(timeout=wait_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        self._reap_group(proc.pid)
+
+    @staticmethod
+    def _reap_group(pgid: int) -> None:
+        """Children that left the group's leader behind are killed too."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+
+    def info(self) -> RuntimeInfo:
+        return RuntimeInfo(
+            self.kind,
+            {"command": self.command, "cwd": str(Path(self.cwd)) if self.cwd else None},
+        )

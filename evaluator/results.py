@@ -1,0 +1,85 @@
+"""Results of one evaluation: every number carries its full key (states, frozen)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+ORIGINAL = "original"
+
+
+@dataclass(frozen=True)
+class ScoreKey:
+    """Everything that identifies a number; also the database's unique constraint.
+
+    ``variant`` is ``original`` or a perturbation name (with its version and seed);
+    ``slice`` is empty or ``column=group``; ``dataset_hash`` pins the exact rows scored.
+    """
+
+    task: str
+    round: str
+    dataset: str
+    dataset_hash: str
+    variant: str = ORIGINAL
+    variant_version: str = ""
+    seed: int = 0
+    slice: str = ""
+    metric: str = ""
+
+
+@dataclass(frozen=True)
+class Score:
+    """One number with its key, the examples behind it and, where computed, a 95 % interval."""
+
+    key: ScoreKey
+    value: float | None
+    n: int
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self.key), **{k: getattr(self, k) for k in _SCORE_FIELDS}}
+
+
+_SCORE_FIELDS = ("value", "n", "ci_low", "ci_high")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why an evaluation failed: a code, a sentence, the last lines of the model's log."""
+
+    code: str
+    message: str
+    log_tail: str = ""
+    user_caused: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class EvaluationResult:
+    """The outcome of evaluating one model on one task (all rounds, variants, profiling)."""
+
+    task: str
+    status: str  # "done" or "failed"
+    summary: dict[str, Any] = field(default_factory=dict)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    scores: list[Score] = field(default_factory=list)
+    slices: list[dict[str, Any]] = field(default_factory=list)
+    profile: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    failure: Failure | None = None
+
+    def to_dict(self, *, include_scores: bool = True) -> dict[str, Any]:
+        """JSON-ready: the summary axes at top level, then rounds, slices, profile, provenance."""
+        data: dict[str, Any] = {"task": self.task, "status": self.status, **self.summary}
+        data["rounds"] = self.rounds
+        data["slices"] = self.slices
+        data["profile"] = self.profile
+        data["provenance"] = self.provenance
+        data["failure"] = self.failure.to_dict() if self.failure else None
+        if include_scores:
+            data["scores"] = [score.to_dict() for score in self.scores]
+        return data

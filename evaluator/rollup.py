@@ -1,0 +1,59 @@
+"""Fold keyed scores into the per-round table and the five Dynaboard axes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from configs.schema import TaskSpec
+from evaluator.results import ORIGINAL, Score
+from evaluator.scoring import AGREEMENT
+
+
+def _weighted_mean(pairs: Sequence[tuple[float | None, float]]) -> float | None:
+    kept = [(value, weight) for value, weight in pairs if value is not None and weight > 0]
+    total = sum(weight for _, weight in kept)
+    return sum(value * weight for value, weight in kept) / total if total else None
+
+
+def _round_row(task: TaskSpec, round_name: str, scores: Sequence[Score]) -> dict[str, Any]:
+    mine = [s for s in scores if s.key.round == round_name and not s.key.slice]
+    perf = [s for s in mine if s.key.variant == ORIGINAL and s.key.metric == task.metric]
+    row: dict[str, Any] = {
+        "round": round_name,
+        "performance": _weighted_mean([(s.value, 1.0) for s in perf]),
+        "n": sum(s.n for s in perf),
+        "datasets": [s.key.dataset for s in perf],
+    }
+    if len(perf) == 1:
+        row["performance_ci"] = [perf[0].ci_low, perf[0].ci_high]
+    for axis in ("robustness", "fairness"):
+        pooled = [s for s in mine if s.key.variant == axis and s.key.metric == AGREEMENT]
+        row[axis] = _weighted_mean([(s.value, s.n) for s in pooled])
+        row[f"{axis}_n"] = sum(s.n for s in pooled)
+    variants = {s.key.variant for s in mine if s.key.metric == AGREEMENT and s.key.variant_version}
+    row["variants"] = {
+        name: _weighted_mean(
+            [(s.value, s.n) for s in mine if s.key.variant == name and s.key.metric == AGREEMENT]
+        )
+        for name in sorted(variants)
+    }
+    return row
+
+
+def summarise(
+    task: TaskSpec, scores: Sequence[Score], profile: dict[str, Any]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The five axes (rounds averaged with their weights first) and the per-round rows."""
+    rounds = [_round_row(task, r.name, scores) for r in task.rounds]
+    weights = {r.name: r.weight for r in task.rounds}
+    summary: dict[str, Any] = {}
+    for axis in ("performance", "robustness", "fairness"):
+        summary[axis] = _weighted_mean([(row[axis], weights[row["round"]]) for row in rounds])
+    throughput = profile.get("throughput") or {}
+    memory = profile.get("memory") or {}
+    summary["throughput"] = throughput.get("examples_per_s")
+    summary["memory"] = memory.get("avg_gib")
+    summary["memory_peak"] = memory.get("peak_gib")
+    summary["metric"] = task.metric
+    return summary, rounds

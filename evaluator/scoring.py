@@ -1,0 +1,121 @@
+"""Turn predictions into keyed Scores: performance, agreement per perturbation, slices.
+
+Pure computation over examples and predictions (no I/O); the pipeline feeds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from configs.schema import TaskSpec
+from evaluator.results import Score, ScoreKey
+from evaluator.types import Example, Prediction
+from metrics.agreement import agreement
+from metrics.bootstrap import bootstrap_interval
+from metrics.metric import get_metric
+from metrics.slices import slice_report
+
+AGREEMENT = "agreement"
+
+
+@dataclass(frozen=True)
+class VariantRun:
+    """Predictions on one perturbed set: which perturbation, and the changed examples."""
+
+    axis: str  # "robustness" or "fairness"
+    name: str
+    version: str
+    seed: int
+    total: int
+    examples: tuple[Example, ...]
+    predictions: tuple[Prediction, ...]
+
+
+def outputs(predictions: Sequence[Prediction]) -> list[str]:
+    return [p.output for p in predictions]
+
+
+def performance_score(
+    task: TaskSpec, key: ScoreKey, examples: Sequence[Example], predictions: Sequence[Prediction]
+) -> Score:
+    """The task metric against gold labels, with a seeded bootstrap interval."""
+    gold = [e.target for e in examples]
+    pred = outputs(predictions)
+    value = get_metric(task.metric).score(gold, pred, task.labels)
+    interval = bootstrap_interval(
+        task.metric,
+        gold,
+        pred,
+        task.labels,
+        n_resamples=task.bootstrap.n_resamples,
+        seed=task.bootstrap.seed,
+    )
+    return Score(
+        replace(key, metric=task.metric), value, len(examples), interval.low, interval.high
+    )
+
+
+def secondary_scores(
+    task: TaskSpec, key: ScoreKey, examples: Sequence[Example], predictions: Sequence[Prediction]
+) -> list[Score]:
+    """QA reports exact match beside F1 (and F1 beside exact match)."""
+    if task.output_type != "answer":
+        return []
+    other = "exact_match" if task.metric == "squad_f1" else "squad_f1"
+    gold = [e.target for e in examples]
+    value = get_metric(other).score(gold, outputs(predictions), ())
+    return [Score(replace(key, metric=other), value, len(examples))]
+
+
+def agreement_kind(task: TaskSpec) -> str:
+    return "answer" if task.output_type == "answer" else "label"
+
+
+def variant_scores(
+    task: TaskSpec,
+    base: ScoreKey,
+    original: Mapping[str, Prediction],
+    run: VariantRun,
+) -> list[Score]:
+    """Agreement with the model's own original predictions (only changed examples count),
+    and performance on the perturbed examples against gold."""
+    key = replace(base, variant=run.name, variant_version=run.version, seed=run.seed)
+    own = [original[e.uid].output for e in run.examples]
+    value = agreement(agreement_kind(task), own, outputs(run.predictions))  # type: ignore[arg-type]
+    scores = [Score(replace(key, metric=AGREEMENT), value, len(run.examples))]
+    if run.examples:
+        scores.append(performance_score(task, key, run.examples, run.predictions))
+    return scores
+
+
+def pooled_agreement(
+    task: TaskSpec, original: Mapping[str, Prediction], runs: Sequence[VariantRun]
+) -> tuple[float | None, int]:
+    """Agreement over every changed example of every run given (typo + paraphrase pooled)."""
+    own: list[str] = []
+    perturbed: list[str] = []
+    for run in runs:
+        own.extend(original[e.uid].output for e in run.examples)
+        perturbed.extend(outputs(run.predictions))
+    return agreement(agreement_kind(task), own, perturbed), len(own)  # type: ignore[arg-type]
+
+
+def slice_scores(
+    task: TaskSpec, base: ScoreKey, examples: Sequence[Example], predictions: Sequence[Prediction]
+) -> tuple[list[Score], list[dict]]:
+    """Per-group performance for every slice column, plus fairlearn's gap summaries."""
+    scores: list[Score] = []
+    reports: list[dict] = []
+    gold = [e.target for e in examples]
+    pred = outputs(predictions)
+    for column in task.slices:
+        groups = [e.slices[column] for e in examples]
+        report = slice_report(
+            column, groups, gold, pred, task.metric, task.labels, task.min_slice_size
+        )
+        reports.append({"round": base.round, "dataset": base.dataset, **report.to_dict()})
+        for group, value in report.by_group.items():
+            key = replace(base, slice=f"{column}={group}", metric=task.metric)
+            scores.append(Score(key, value, report.sizes[group]))
+    return scores, reports

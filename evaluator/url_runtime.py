@@ -1,0 +1,33 @@
+"""The ``url`` runtime: a model that already runs at an HTTP address (nothing to start)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from evaluator.runtime import Endpoint, Runtime, RuntimeInfo
+
+
+class UrlRuntime(Runtime):
+    """Talk to ``url`` (``http://host:port``); start and stop leave the model alone."""
+
+    kind = "url"
+
+    def __init__(self, url: str, protocol: str = "v1") -> None:
+        parts = urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(f"expected an http://host:port URL, got {url!r}")
+        if parts.path not in ("", "/"):
+            raise ValueError(f"the URL must not carry a path, got {parts.path!r}")
+        self.url = url
+        self.host = parts.hostname
+        self.port = parts.port or (80 if protocol == "dynalab2" else 8080)
+        self.protocol = protocol
+
+    def start(self) -> Endpoint:
+        return Endpoint(self.host, self.port, self.protocol)
+
+    def stop(self) -> None:
+        """The model is not ours to stop."""
+
+    def info(self) -> RuntimeInfo:
+        return RuntimeInfo(self.kind, {"url": self.url})

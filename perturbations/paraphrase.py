@@ -1,0 +1,142 @@
+"""``paraphrase``: meaning-preserving rewrites that work offline.
+
+1. WordNet synonyms for ``max(1, words // 6)`` content words. A word is eligible when it is
+   lower case, >= 3 letters, not a stopword / negation / pronoun / auxiliary, and WordNet gives
+   it exactly one part of speech *as a base form* (``morphy`` finds it under one POS only and
+   returns the word itself). That replaces a POS tagger: ambiguous words ("film": noun and
+   verb) and inflected forms ("cars", "walked", which we could not re-inflect) are skipped.
+   The synonym is a single-word lemma of the word's most frequent sense that occurs in
+   WordNet's tagged-sense counts (``cntlist.rev``), chosen by the seed among the two most
+   frequent such lemmas.
+2. Contractions flipped both ways ("do not" <-> "don't", "cannot" <-> "can't", "I am" <->
+   "I'm" ...), keeping case; only unambiguous forms ("it's" could be "it has": not touched).
+3. Light punctuation: the final full stop dropped or added, the comma before "and" / "but"
+   dropped (each with probability 0.5).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from functools import lru_cache
+from typing import Any
+
+from perturbations.perturbation import Perturbation, register
+from perturbations.text import match_case, word_set
+from perturbations.wordnet import load_wordnet
+
+WORDS_PER_SYNONYM = 6
+PUNCT_P = 0.5
+_WORDS = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)?")
+
+STOPWORDS = word_set(
+    """a about above after again against all also am an and any are as at be because been
+    before being below between both but by can cannot could did do does doing done down during
+    each either else ever every few for from further get gets got had has have having he her
+    here hers herself him himself his how however i if in into is it its itself just least less
+    let like made make many may me might more most much must my myself neither never no nobody
+    none nor not nothing now of off on once one only or other ought our ours ourselves out over
+    own per please quite rather really same several shall she should since so some such than
+    that the their theirs them themselves then there these they this those though through thus
+    to too under until up upon us very was we well were what when where whether which while who
+    whom whose why will with within without would yes yet you your yours yourself yourselves
+    zero two three four five six seven eight nine ten hundred thousand million first second
+    third last next new old way thing things lot lots kind sort bit"""
+)
+
+_CONTRACT = {
+    "do not": "don't", "does not": "doesn't", "did not": "didn't", "is not": "isn't",
+    "are not": "aren't", "was not": "wasn't", "were not": "weren't", "has not": "hasn't",
+    "have not": "haven't", "had not": "hadn't", "will not": "won't", "would not": "wouldn't",
+    "should not": "shouldn't", "could not": "couldn't", "must not": "mustn't",
+    "cannot": "can't", "i am": "i'm", "you are": "you're", "we are": "we're",
+    "they are": "they're", "let us": "let's",
+}  # fmt: skip
+_EXPAND = {short: long for long, short in _CONTRACT.items()}
+_FLIP = {**_CONTRACT, **_EXPAND}
+
+
+def _flip_pattern() -> re.Pattern[str]:
+    forms = sorted(_FLIP, key=len, reverse=True)
+    alternatives = [re.escape(f).replace(r"\ ", r"\s+").replace("'", "['’]") for f in forms]
+    return re.compile(r"\b(?:" + "|".join(alternatives) + r")\b", re.IGNORECASE)
+
+
+_FLIP_RE = _flip_pattern()
+_COMMA_CONJ = re.compile(r",(?= (?:and|but) )")
+
+
+def _flip(match: re.Match[str]) -> str:
+    source = match.group()
+    key = re.sub(r"\s+", " ", source.lower().replace("’", "'"))
+    return match_case(source, _FLIP[key])
+
+
+def flip_contractions(text: str) -> str:
+    """Every listed contraction expanded and every listed expansion contracted."""
+    return _FLIP_RE.sub(_flip, text)
+
+
+class ParaphrasePerturbation(Perturbation):
+    """WordNet synonyms for content words, contraction flips and light punctuation changes."""
+
+    name = "paraphrase"
+    version = "1"
+
+    def __init__(self, wordnet: Any | None = None) -> None:
+        self.wordnet = wordnet if wordnet is not None else load_wordnet()
+        self._synonyms = lru_cache(maxsize=65536)(self._find_synonyms)
+
+    def _find_synonyms(self, word: str) -> tuple[str, ...]:
+        """Up to two frequent single-word synonyms of ``word``, or () when it is not eligible."""
+        if word in STOPWORDS or len(word) < 3:
+            return ()
+        poses = {pos: self.wordnet.morphy(word, pos) for pos in "nvar"}
+        found = [pos for pos, base in poses.items() if base is not None]
+        if len(found) != 1 or poses[found[0]] != word:
+            return ()
+        counts: dict[str, int] = {}
+        for synset in self.wordnet.synsets(word, found[0])[:1]:
+            for lemma in synset.lemmas():
+                name = lemma.name()
+                if name != word and name.isalpha() and name.islower() and len(name) >= 3:
+                    counts[name] = max(counts.get(name, 0), lemma.count())
+        ranked = sorted((-count, name) for name, count in counts.items() if count > 0)
+        return tuple(name for _, name in ranked[:2])
+
+    def _substitute(self, text: str, rng: random.Random) -> str:
+        words = list(_WORDS.finditer(text))
+        eligible = [m for m in words if m.group().islower() and self._synonyms(m.group())]
+        if not eligible:
+            return text
+        count = min(len(eligible), max(1, len(words) // WORDS_PER_SYNONYM))
+        chosen = sorted(rng.sample(range(len(eligible)), count))
+        parts: list[str] = []
+        last = 0
+        for index in chosen:
+            match = eligible[index]
+            parts += [text[last : match.start()], rng.choice(self._synonyms(match.group()))]
+            last = match.end()
+        parts.append(text[last:])
+        return "".join(parts)
+
+    @staticmethod
+    def _punctuate(text: str, rng: random.Random) -> str:
+        if _COMMA_CONJ.search(text) and rng.random() < PUNCT_P:
+            text = _COMMA_CONJ.sub("", text, count=1)
+        if rng.random() < PUNCT_P:
+            if re.search(r"[A-Za-z]\.$", text):
+                text = text[:-1]
+            elif re.search(r"[A-Za-z]$", text) and len(_WORDS.findall(text)) >= 4:
+                text += "."
+        return text
+
+    def apply(self, text: str, seed: int) -> str:
+        """Synonyms, then contraction flips, then punctuation; pure in (text, seed)."""
+        rng = random.Random(seed)
+        text = self._substitute(text, rng)
+        text = flip_contractions(text)
+        return self._punctuate(text, rng)
+
+
+register("paraphrase")(ParaphrasePerturbation)

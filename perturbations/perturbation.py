@@ -1,0 +1,145 @@
+"""The perturbation interface, its registry, and how a perturbation is applied to an Example.
+
+A perturbation is pure: ``apply(text, seed)`` returns the same string for the same arguments in
+any process. The per-example seed comes from :func:`example_seed` (a stable hash of the uid and
+the set's seed), so every model sees identical perturbed inputs.
+"""
+
+from __future__ import annotations
+
+import abc
+import difflib
+import hashlib
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from evaluator.types import Example
+
+# Modules that register the built-in perturbations when imported.
+_BUILTIN_MODULES = ("perturbations.typo", "perturbations.paraphrase", "perturbations.fairness")
+
+
+class Perturbation(abc.ABC):
+    """A deterministic text-to-text transformation, identified by ``name`` and ``version``.
+
+    Bump ``version`` whenever the output for some (text, seed) changes: it is part of the cache
+    key and of every score's provenance.
+    """
+
+    name: str
+    version: str
+
+    @abc.abstractmethod
+    def apply(self, text: str, seed: int) -> str:
+        """The perturbed ``text``; a pure function of (text, seed)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, version={self.version!r})"
+
+
+class UnknownPerturbation(KeyError):
+    """No perturbation registered under that name."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+_REGISTRY: dict[str, Callable[[], Perturbation]] = {}
+_builtins_loaded = False
+
+
+def register(name: str) -> Callable[[Callable[[], Perturbation]], Callable[[], Perturbation]]:
+    """Decorator registering a zero-argument factory (often the class) under ``name``."""
+
+    def decorate(factory: Callable[[], Perturbation]) -> Callable[[], Perturbation]:
+        if name in _REGISTRY:
+            raise ValueError(f"perturbation {name!r} is already registered")
+        _REGISTRY[name] = factory
+        return factory
+
+    return decorate
+
+
+def _load_builtins() -> None:
+    global _builtins_loaded
+    if not _builtins_loaded:
+        _builtins_loaded = True
+        for module in _BUILTIN_MODULES:
+            importlib.import_module(module)
+
+
+def perturbation_names() -> list[str]:
+    """All registered short names, sorted."""
+    _load_builtins()
+    return sorted(_REGISTRY)
+
+
+def get_perturbation(name: str) -> Perturbation:
+    """A new instance of the perturbation registered as ``name``; unknown names raise with a
+    did-you-mean suggestion."""
+    _load_builtins()
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UnknownPerturbation(
+            f"unknown perturbation {name!r}{hint} (known: {', '.join(sorted(_REGISTRY))})"
+        ) from None
+    perturbation = factory()
+    if perturbation.name != name:
+        raise ValueError(f"factory for {name!r} built a perturbation named {perturbation.name!r}")
+    return perturbation
+
+
+def example_seed(uid: str, seed: int) -> int:
+    """The per-example seed: a stable 64-bit hash of (seed, uid), identical in every process."""
+    digest = hashlib.blake2b(f"{seed}\x1f{uid}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def _perturb_around_answer(
+    context: str, answer: str, start: int, perturbation: Perturbation, seed: int
+) -> tuple[str, int]:
+    """Perturb the text before and after the answer span separately; the span is kept verbatim.
+    Returns (new context, new answer_start)."""
+    end = start + len(answer)
+    if start < 0 or context[start:end] != answer:
+        raise ValueError(
+            f"answer_start={start} does not point at the answer {answer!r} in the context"
+        )
+    before = perturbation.apply(context[:start], seed)
+    after = perturbation.apply(context[end:], seed)
+    return before + answer + after, len(before)
+
+
+def perturb_example(
+    example: Example, perturbation: Perturbation, seed: int, fields: Sequence[str]
+) -> Example:
+    """``example`` with its input ``fields`` perturbed; uid, target and slices are kept.
+
+    For extractive QA (``answer_start`` set and ``'context'`` in ``fields``) the answer span is
+    never changed and ``answer_start`` is recomputed for the new context.
+    """
+    per_example = example_seed(example.uid, seed)
+    inputs = dict(example.inputs)
+    answer_start = example.answer_start
+    for field in fields:
+        if field not in inputs:
+            raise KeyError(f"example {example.uid!r} has no input field {field!r}")
+        if field == "context" and answer_start is not None:
+            inputs[field], answer_start = _perturb_around_answer(
+                inputs[field], example.target, answer_start, perturbation, per_example
+            )
+        else:
+            inputs[field] = perturbation.apply(inputs[field], per_example)
+    return replace(example, inputs=inputs, answer_start=answer_start)
+
+
+def changed(original: Example, perturbed: Example) -> bool:
+    """Whether the perturbation changed any input (or the answer offset)."""
+    return (
+        dict(original.inputs) != dict(perturbed.inputs)
+        or original.answer_start != perturbed.answer_start
+    )

@@ -1,0 +1,56 @@
+"""Small text helpers shared by the perturbations: word spans, case transfer, lexicon files."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+LEXICON_DIR = Path(__file__).resolve().parents[1] / "configs" / "lexicons"
+
+# ASCII words, with an optional inner apostrophe part ("don't", "King's").
+WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)?")
+
+
+class LexiconError(ValueError):
+    """A lexicon file is missing, malformed or inconsistent."""
+
+
+def word_set(text: str) -> frozenset[str]:
+    """The whitespace-separated words of ``text`` (for word lists written as prose)."""
+    return frozenset(text.split())
+
+
+def match_case(source: str, replacement: str) -> str:
+    """``replacement`` in the case pattern of ``source``: lower, Title or UPPER."""
+    if len(source) > 1 and source.isupper():
+        return replacement.upper()
+    if source[:1].isupper():
+        return replacement[:1].upper() + replacement[1:]
+    return replacement
+
+
+def load_lexicon(filename: str, path: Path | None = None) -> dict[str, Any]:
+    """The YAML mapping in ``configs/lexicons/<filename>`` (or ``path``); must have an int
+    ``version``."""
+    path = path or LEXICON_DIR / filename
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise LexiconError(f"{path}: lexicon file not found") from None
+    except yaml.YAMLError as exc:
+        raise LexiconError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise LexiconError(f"{path}: top level must be a mapping")
+    if not isinstance(raw.get("version"), int):
+        raise LexiconError(f"{path}: 'version' must be an integer")
+    return raw
+
+
+def check_keys(raw: dict[str, Any], allowed: set[str], where: str) -> None:
+    """Reject unknown keys in a lexicon mapping."""
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise LexiconError(f"{where}: unknown key {unknown[0]!r} (allowed: {sorted(allowed)})")

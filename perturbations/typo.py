@@ -1,0 +1,138 @@
+"""``typo``: mild character-level noise (keyboard, OCR, swap, delete) plus real misspellings.
+
+Edits: ``max(1, words // 8)`` words of >= 3 letters per text (about one edit per eight words,
+at least one when an eligible word exists). For each chosen word: a listed common misspelling
+(``configs/lexicons/misspellings.yaml``) with probability 0.75 when there is one, otherwise one
+of four character operations picked uniformly:
+
+* ``keyboard``: one letter replaced by a neighbouring key (nlpaug's KeyboardAug QWERTY model);
+* ``ocr``: one character replaced by an OCR confusion (nlpaug's OcrAug model, e.g. o->0, l->1);
+* ``swap``: two adjacent different letters exchanged (as nlpaug's RandomCharAug 'swap');
+* ``delete``: one letter removed (as nlpaug's RandomCharAug 'delete').
+
+The first letter of a word is never edited. nlpaug supplies only the character tables; every
+random choice is made by ``random.Random(seed)``, so the output is a pure function of
+(text, seed) and independent of the global ``random`` / numpy state.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from functools import cache
+
+from perturbations.perturbation import Perturbation, register
+from perturbations.text import LexiconError, check_keys, load_lexicon, match_case
+
+WORDS_PER_EDIT = 8
+MISSPELLING_P = 0.75
+CHAR_OPS = ("keyboard", "ocr", "swap", "delete")
+_LETTERS = re.compile(r"[A-Za-z]+")
+_lock = threading.Lock()
+
+
+@cache
+def _char_tables() -> tuple[Mapping[str, Sequence[str]], Mapping[str, Sequence[str]]]:
+    """(keyboard neighbours, OCR confusions) for lower-case letters, from nlpaug's models."""
+    with _lock:
+        import nlpaug.augmenter.char as nac  # slow import: only when first needed
+
+        keyboard_model = nac.KeyboardAug(
+            include_special_char=False, include_numeric=False, include_upper_case=False
+        ).model
+        ocr_model = nac.OcrAug().model
+    keyboard: dict[str, tuple[str, ...]] = {}
+    ocr: dict[str, tuple[str, ...]] = {}
+    for char in "abcdefghijklmnopqrstuvwxyz":
+        near = [c for c in keyboard_model.model.get(char, []) if c.isalpha() and c != char]
+        if near:
+            keyboard[char] = tuple(sorted(set(near)))
+        for key in (char, char.upper()):
+            confusions = [c for c in ocr_model.model.get(key, []) if c != key]
+            if confusions:
+                ocr[key] = tuple(sorted(set(confusions)))
+    return keyboard, ocr
+
+
+def load_misspellings(path: str | None = None) -> dict[str, tuple[str, ...]]:
+    """The validated misspelling lexicon: correct word -> misspellings."""
+    from pathlib import Path
+
+    raw = load_lexicon("misspellings.yaml", Path(path) if path else None)
+    check_keys(raw, {"version", "misspellings"}, "misspellings.yaml")
+    table = raw.get("misspellings")
+    if not isinstance(table, dict) or not table:
+        raise LexiconError("misspellings.yaml: 'misspellings' must be a non-empty mapping")
+    result: dict[str, tuple[str, ...]] = {}
+    for word, wrong in table.items():
+        where = f"misspellings.yaml: misspellings.{word}"
+        if not isinstance(word, str) or not word.isalpha() or not word.islower():
+            raise LexiconError(f"{where}: key must be a lower-case word")
+        if not isinstance(wrong, list) or not wrong:
+            raise LexiconError(f"{where}: must be a non-empty list")
+        for item in wrong:
+            if not isinstance(item, str) or not item.isalpha() or item == word:
+                raise LexiconError(f"{where}: {item!r} must be a word different from the key")
+        result[word] = tuple(wrong)
+    return result
+
+
+def _edit_word(word: str, rng: random.Random, misspellings: Mapping[str, Sequence[str]]) -> str:
+    """One typo in ``word`` (>= 3 letters); always returns a different string."""
+    wrong = misspellings.get(word.lower())
+    if wrong and rng.random() < MISSPELLING_P:
+        return match_case(word, rng.choice(wrong))
+    keyboard, ocr = _char_tables()
+    op = rng.choice(CHAR_OPS)
+    if op == "ocr":
+        spots = [i for i in range(1, len(word)) if word[i] in ocr]
+        if spots:
+            i = rng.choice(spots)
+            return word[:i] + rng.choice(ocr[word[i]]) + word[i + 1 :]
+        op = "keyboard"
+    if op == "keyboard":
+        spots = [i for i in range(1, len(word)) if word[i].lower() in keyboard]
+        if spots:
+            i = rng.choice(spots)
+            near = rng.choice(keyboard[word[i].lower()])
+            return word[:i] + (near.upper() if word[i].isupper() else near) + word[i + 1 :]
+        op = "delete"
+    if op == "swap":
+        spots = [i for i in range(1, len(word) - 1) if word[i] != word[i + 1]]
+        if spots:
+            i = rng.choice(spots)
+            return word[:i] + word[i + 1] + word[i] + word[i + 2 :]
+    i = rng.randrange(1, len(word))
+    return word[:i] + word[i + 1 :]
+
+
+@register("typo")
+class TypoPerturbation(Perturbation):
+    """Keyboard / OCR / swap / delete noise and common misspellings, about 1 word in 8."""
+
+    name = "typo"
+    version = "1"
+
+    def __init__(self, misspellings: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.misspellings = misspellings if misspellings is not None else load_misspellings()
+
+    def apply(self, text: str, seed: int) -> str:
+        """``text`` with ``max(1, words // 8)`` eligible words misspelt."""
+        words = list(_LETTERS.finditer(text))
+        eligible = [m for m in words if len(m.group()) >= 3]
+        if not eligible:
+            return text
+        rng = random.Random(seed)
+        count = min(len(eligible), max(1, len(words) // WORDS_PER_EDIT))
+        chosen = sorted(rng.sample(range(len(eligible)), count))
+        parts: list[str] = []
+        last = 0
+        for index in chosen:
+            match = eligible[index]
+            parts.append(text[last : match.start()])
+            parts.append(_edit_word(match.group(), rng, self.misspellings))
+            last = match.end()
+        parts.append(text[last:])
+        return "".join(parts)

@@ -1,0 +1,114 @@
+"""Blob store: immutable named byte objects (datasets, perturbed sets, images, logs).
+
+The local-folder store is the embedded default; an S3 store implements the same interface.
+Writes are atomic: a reader sees the whole object or none of it.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/]{0,511}$")
+
+
+class BlobNotFound(KeyError):
+    """No blob under that key."""
+
+
+def check_key(key: str) -> str:
+    """Reject keys that could escape the store ('..', absolute paths, odd characters)."""
+    if not _KEY.match(key) or ".." in key.split("/") or "//" in key:
+        raise ValueError(f"invalid blob key {key!r}")
+    return key
+
+
+class BlobStore(abc.ABC):
+    """Interface every blob store implements."""
+
+    @abc.abstractmethod
+    def put_bytes(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key`` atomically (overwrites)."""
+
+    @abc.abstractmethod
+    def put_file(self, key: str, source: BinaryIO) -> int:
+        """Stream a file-like object into ``key``; returns the number of bytes stored."""
+
+    @abc.abstractmethod
+    def get_bytes(self, key: str) -> bytes:
+        """The bytes under ``key``; raises BlobNotFound."""
+
+    @abc.abstractmethod
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` holds a blob."""
+
+    @abc.abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove ``key`` if present."""
+
+    @abc.abstractmethod
+    def local_path(self, key: str) -> Path:
+        """A local file holding the blob (downloaded first by remote stores)."""
+
+    @abc.abstractmethod
+    def keys(self, prefix: str = "") -> Iterator[str]:
+        """All keys starting with ``prefix``."""
+
+
+class LocalBlobStore(BlobStore):
+    """Blobs as files under one root folder."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, key: str) -> Path:
+        return self.root / check_key(key)
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, prefix=".tmp-") as tmp:
+            tmp.write(data)
+        os.replace(tmp.name, path)
+
+    def put_file(self, key: str, source: BinaryIO) -> int:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        size = 0
+        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, prefix=".tmp-") as tmp:
+            while chunk := source.read(1 << 20):
+                tmp.write(chunk)
+                size += len(chunk)
+        os.replace(tmp.name, path)
+        return size
+
+    def get_bytes(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            raise BlobNotFound(key) from None
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
+    def local_path(self, key: str) -> Path:
+        path = self._path(key)
+        if not path.is_file():
+            raise BlobNotFound(key)
+        return path
+
+    def keys(self, prefix: str = "") -> Iterator[str]:
+        for path in sorted(self.root.rglob("*")):
+            if path.is_file() and not path.name.startswith(".tmp-"):
+                key = path.relative_to(self.root).as_posix()
+                if key.startswith(prefix):
+                    yield key

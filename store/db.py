@@ -1,0 +1,78 @@
+"""Database connection and migrations (Alembic runs on every start, SQLite included)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+
+def default_data_dir() -> Path:
+    """``$DYNAEVAL_DATA_DIR`` or ``./dynaeval-data``."""
+    return Path(os.environ.get("DYNAEVAL_DATA_DIR", "dynaeval-data")).resolve()
+
+
+def default_database_url(data_dir: Path | None = None) -> str:
+    """``$DYNAEVAL_DATABASE_URL`` or a SQLite file in the data folder."""
+    url = os.environ.get("DYNAEVAL_DATABASE_URL")
+    if url:
+        return url
+    data_dir = data_dir or default_data_dir()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{data_dir / 'dynaeval.sqlite3'}"
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    # WAL lets the API read while the worker writes; the busy timeout queues writers.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def make_engine(url: str) -> Engine:
+    """An engine with the settings each backend needs."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def alembic_config(url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the newest revision."""
+    config = alembic_config(engine.url.render_as_string(hide_password=False))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+
+
+class Database:
+    """Engine + session factory; ``migrate()`` is called on open."""
+
+    def __init__(self, url: str, *, run_migrations: bool = True) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        if run_migrations:
+            migrate(self.engine)
+        self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    def session(self) -> Session:
+        return self.sessions()
+
+    def dispose(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,126 @@
+"""SQLAlchemy 2 tables. Only the persistence layer turns these rows into objects."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    """Declarative base; metadata feeds Alembic."""
+
+
+class TaskRow(Base):
+    """A registered task and the spec it was registered with."""
+
+    __tablename__ = "tasks"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+    spec: Mapped[dict] = mapped_column(JSON)
+    created_at: Mapped[datetime]
+
+
+class ModelRow(Base):
+    """A submitted model: how to run it (runtime spec), pinned where possible by digest."""
+
+    __tablename__ = "models"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    task: Mapped[str] = mapped_column(ForeignKey("tasks.name"), index=True)
+    name: Mapped[str] = mapped_column(String(128))
+    runtime: Mapped[dict] = mapped_column(JSON)
+    image_id: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime]
+
+
+class JobRow(Base):
+    """One evaluation job: the queue entry with its lease, progress and outcome."""
+
+    __tablename__ = "jobs"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id"), index=True)
+    task: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    available_at: Mapped[datetime]
+    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_expires_at: Mapped[datetime | None]
+    heartbeat_at: Mapped[datetime | None]
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    stage: Mapped[str] = mapped_column(String(200), default="")
+    failure_code: Mapped[str | None] = mapped_column(String(64))
+    failure_message: Mapped[str | None] = mapped_column(Text)
+    log_tail: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    __table_args__ = (Index("ix_jobs_status_available", "status", "available_at"),)
+
+
+class AttemptRow(Base):
+    """One attempt at a job: which worker, how it ended, why."""
+
+    __tablename__ = "job_attempts"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    worker: Mapped[str] = mapped_column(String(128))
+    started_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+    outcome: Mapped[str | None] = mapped_column(String(16))
+    failure_code: Mapped[str | None] = mapped_column(String(64))
+    failure_message: Mapped[str | None] = mapped_column(Text)
+
+
+class ResultRow(Base):
+    """The summary of a finished evaluation: axes, rounds, slices, profile, provenance."""
+
+    __tablename__ = "results"
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), primary_key=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id"), index=True)
+    task: Mapped[str] = mapped_column(String(64), index=True)
+    summary: Mapped[dict] = mapped_column(JSON)
+    rounds: Mapped[list] = mapped_column(JSON)
+    slices: Mapped[list] = mapped_column(JSON)
+    profile: Mapped[dict] = mapped_column(JSON)
+    provenance: Mapped[dict] = mapped_column(JSON)
+    created_at: Mapped[datetime]
+
+
+class ScoreRow(Base):
+    """One number under its full key; the unique constraint is the ScoreKey itself."""
+
+    __tablename__ = "scores"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id"), index=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"))
+    task: Mapped[str] = mapped_column(String(64))
+    round: Mapped[str] = mapped_column(String(64))
+    dataset: Mapped[str] = mapped_column(String(128))
+    dataset_hash: Mapped[str] = mapped_column(String(64))
+    variant: Mapped[str] = mapped_column(String(64))
+    variant_version: Mapped[str] = mapped_column(String(32))
+    seed: Mapped[int] = mapped_column(Integer)
+    slice: Mapped[str] = mapped_column(String(200))
+    metric: Mapped[str] = mapped_column(String(64))
+    value: Mapped[float | None] = mapped_column(Float)
+    n: Mapped[int] = mapped_column(Integer)
+    ci_low: Mapped[float | None] = mapped_column(Float)
+    ci_high: Mapped[float | None] = mapped_column(Float)
+    __table_args__ = (
+        UniqueConstraint(
+            "model_id",
+            "task",
+            "round",
+            "dataset",
+            "dataset_hash",
+            "variant",
+            "variant_version",
+            "seed",
+            "slice",
+            "metric",
+            name="uq_scores_key",
+        ),  # fmt: skip
+    )

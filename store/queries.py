@@ -1,0 +1,140 @@
+"""Read-side queries for the API and CLI: submissions, results, leaderboard tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from store.db import Database
+from store.models import AttemptRow, JobRow, ModelRow, ResultRow, ScoreRow, TaskRow
+
+
+class Queries:
+    """Reads that turn rows into plain dicts (the API's JSON)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def task_names(self) -> list[str]:
+        with self.db.session() as session:
+            return list(session.scalars(select(TaskRow.name).order_by(TaskRow.name)))
+
+    def submission(self, model_id: str, *, with_scores: bool = False) -> dict[str, Any] | None:
+        """A submission's model, job status/progress/failure and results, or None."""
+        with self.db.session() as session:
+            model = session.get(ModelRow, model_id)
+            if model is None:
+                return None
+            job = session.scalars(
+                select(JobRow).where(JobRow.model_id == model_id).order_by(JobRow.created_at.desc())
+            ).first()
+            result = session.scalars(
+                select(ResultRow)
+                .where(ResultRow.model_id == model_id)
+                .order_by(ResultRow.created_at.desc())  # fmt: skip
+            ).first()
+            data = _model_dict(model) | {"job": _job_dict(job, session) if job else None}
+            data["results"] = _result_dict(result) if result else None
+            if with_scores and result is not None:
+                data["scores"] = [
+                    _score_dict(row)
+                    for row in session.scalars(
+                        select(ScoreRow).where(ScoreRow.job_id == result.job_id)
+                    )
+                ]
+            return data
+
+    def submissions(self, task: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        with self.db.session() as session:
+            query = select(ModelRow).order_by(ModelRow.created_at.desc()).limit(limit)
+            if task:
+                query = query.where(ModelRow.task == task)
+            ids = [model.id for model in session.scalars(query)]
+        return [s for s in (self.submission(i) for i in ids) if s is not None]
+
+    def leaderboard_rows(self, task: str) -> list[dict[str, Any]]:
+        """Each model's newest finished result on ``task`` (summary axes + rounds)."""
+        with self.db.session() as session:
+            rows = session.execute(
+                select(ModelRow, ResultRow)
+                .join(ResultRow, ResultRow.model_id == ModelRow.id)
+                .where(ModelRow.task == task)
+                .order_by(ResultRow.created_at)
+            ).all()
+        newest: dict[str, dict[str, Any]] = {}
+        for model, result in rows:
+            newest[model.id] = {
+                "model_id": model.id,
+                "name": model.name,
+                **result.summary,
+                "rounds": result.rounds,
+                "image_id": model.image_id,
+            }
+        return list(newest.values())
+
+    def job_counts(self) -> dict[str, int]:
+        with self.db.session() as session:
+            counts: dict[str, int] = {}
+            for status in session.scalars(select(JobRow.status)):
+                counts[status] = counts.get(status, 0) + 1
+            return counts
+
+
+def _model_dict(model: ModelRow) -> dict[str, Any]:
+    runtime = {k: v for k, v in model.runtime.items() if k in ("kind", "protocol", "image")}
+    return {
+        "id": model.id,
+        "task": model.task,
+        "name": model.name,
+        "runtime": runtime,
+        "image_id": model.image_id,
+        "created_at": model.created_at.isoformat() + "Z",
+    }
+
+
+def _job_dict(job: JobRow, session) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    attempts = session.scalars(
+        select(AttemptRow).where(AttemptRow.job_id == job.id).order_by(AttemptRow.attempt)
+    ).all()
+    failure = None
+    if job.failure_code:
+        failure = {"code": job.failure_code, "message": job.failure_message,
+                   "log_tail": job.log_tail or ""}  # fmt: skip
+    return {
+        "id": job.id,
+        "status": job.status,
+        "progress": round(job.progress, 4),
+        "stage": job.stage,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "failure": failure,
+        "attempt_history": [
+            {
+                "attempt": a.attempt,
+                "worker": a.worker,
+                "outcome": a.outcome,
+                "failure_code": a.failure_code,
+                "failure_message": a.failure_message,
+            }  # fmt: skip
+            for a in attempts
+        ],
+        "created_at": job.created_at.isoformat() + "Z",
+        "finished_at": job.finished_at.isoformat() + "Z" if job.finished_at else None,
+    }
+
+
+def _result_dict(result: ResultRow) -> dict[str, Any]:
+    return {
+        **result.summary,
+        "rounds": result.rounds,
+        "slices": result.slices,
+        "profile": result.profile,
+        "provenance": result.provenance,
+    }
+
+
+def _score_dict(row: ScoreRow) -> dict[str, Any]:
+    fields = ("round", "dataset", "dataset_hash", "variant", "variant_version", "seed", "slice",
+              "metric", "value", "n", "ci_low", "ci_high")  # fmt: skip
+    return {field: getattr(row, field) for field in fields}

@@ -1,0 +1,141 @@
+"""Validate the held-out datasets shipped in configs/datasets/<task>/<round>.jsonl."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+DATASETS = Path(__file__).resolve().parents[2] / "configs" / "datasets"
+
+SPEC = {
+    "nli": {
+        "rounds": ["r1", "r2", "r3", "r4"],
+        "keys": ["uid", "context", "hypothesis", "label", "genre"],
+        "labels": {"entailed", "neutral", "contradictory"},
+    },
+    "qa": {
+        "rounds": ["r1", "r2"],
+        "keys": ["uid", "context", "question", "answer", "answer_start", "topic"],
+        "labels": None,
+    },
+    "sentiment": {
+        "rounds": ["r1", "r2", "r3"],
+        "keys": ["uid", "statement", "label", "topic"],
+        "labels": {"positive", "negative", "neutral"},
+    },
+    "hate_speech": {
+        "rounds": ["r1", "r2", "r3", "r4"],
+        "keys": ["uid", "statement", "label", "target"],
+        "labels": {"hateful", "not-hateful"},
+    },
+}
+MIN_ROWS = 60
+MIN_FAIRNESS_SHARE = 0.30
+
+GENDERED = {
+    "he", "she", "him", "her", "his", "hers", "himself", "herself", "man", "woman", "men",
+    "women", "boy", "girl", "boys", "girls", "father", "mother", "dad", "mom", "king",
+    "queen", "mr", "mrs", "ms", "brother", "sister", "son", "daughter", "husband", "wife",
+    "uncle", "aunt", "nephew", "niece", "grandfather", "grandmother", "grandpa", "grandma",
+    "boyfriend", "girlfriend", "gentleman", "lady", "ladies",
+}  # fmt: skip
+FIRST_NAMES = {
+    "mary", "emily", "lakisha", "sarah", "anna", "maria", "aisha", "greta", "linda", "sofia",
+    "hannah", "keisha", "priya", "olivia", "rachel", "latoya", "mei", "fatima", "claire",
+    "nora", "ebony", "ingrid", "rosa", "yuki", "john", "greg", "jamal", "david", "michael",
+    "omar", "luis", "peter", "tyrone", "james", "daniel", "kevin", "raj", "tom", "samuel",
+    "darnell", "hiroshi", "ahmed", "brad", "carlos", "jake", "malik", "sven", "kwame",
+}  # fmt: skip
+
+
+def fairness_term(text: str) -> bool:
+    return bool(set(re.findall(r"[a-z]+", text.lower())) & (GENDERED | FIRST_NAMES))
+
+
+def files():
+    return [(task, rnd) for task, spec in SPEC.items() for rnd in spec["rounds"]]
+
+
+def load(task: str, rnd: str) -> list[dict]:
+    path = DATASETS / task / f"{rnd}.jsonl"
+    raw = path.read_bytes()
+    raw.decode("ascii")  # ASCII only
+    assert raw.endswith(b"\n")
+    rows = []
+    for n, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
+        assert line.strip(), f"{path}:{n} is blank"
+        row = json.loads(line)
+        assert isinstance(row, dict), f"{path}:{n} is not an object"
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize(("task", "rnd"), files())
+def test_rows_are_well_formed(task, rnd):
+    spec = SPEC[task]
+    rows = load(task, rnd)
+    assert len(rows) >= MIN_ROWS
+    for row in rows:
+        assert list(row) == spec["keys"], row
+        for key in spec["keys"]:
+            if key == "answer_start":
+                assert isinstance(row[key], int) and row[key] >= 0
+            else:
+                assert isinstance(row[key], str) and row[key].strip(), (key, row)
+        if spec["labels"] is not None:
+            assert row["label"] in spec["labels"], row
+    texts = [json.dumps({k: v for k, v in r.items() if k != "uid"}, sort_keys=True) for r in rows]
+    assert len(set(texts)) == len(texts), "duplicate rows"
+
+
+@pytest.mark.parametrize("task", list(SPEC))
+def test_uids_unique_across_task(task):
+    uids = [r["uid"] for rnd in SPEC[task]["rounds"] for r in load(task, rnd)]
+    dupes = [u for u, c in Counter(uids).items() if c > 1]
+    assert not dupes
+
+
+@pytest.mark.parametrize("rnd", SPEC["qa"]["rounds"])
+def test_qa_offsets_exact(rnd):
+    for row in load("qa", rnd):
+        start, answer = row["answer_start"], row["answer"]
+        assert row["context"][start : start + len(answer)] == answer, row["uid"]
+
+
+@pytest.mark.parametrize(("task", "rnd"), [f for f in files() if SPEC[f[0]]["labels"]])
+def test_labels_balanced(task, rnd):
+    labels = SPEC[task]["labels"]
+    rows = load(task, rnd)
+    counts = Counter(r["label"] for r in rows)
+    shares = {lab: counts[lab] / len(rows) for lab in labels}
+    if len(labels) == 2:
+        assert all(0.35 <= s <= 0.65 for s in shares.values()), shares
+    else:
+        assert all(s >= 0.20 for s in shares.values()), shares
+
+
+@pytest.mark.parametrize(("task", "rnd"), files())
+def test_fairness_term_coverage(task, rnd):
+    rows = load(task, rnd)
+    if task == "qa":
+        hits = [fairness_term(r["context"]) and fairness_term(r["question"]) for r in rows]
+    elif task == "nli":
+        hits = [fairness_term(r["context"] + " " + r["hypothesis"]) for r in rows]
+    else:
+        hits = [fairness_term(r["statement"]) for r in rows]
+    assert sum(hits) / len(rows) >= MIN_FAIRNESS_SHARE
+
+
+def test_generator_reproduces_shipped_bytes():
+    path = DATASETS / "build_datasets.py"
+    spec = importlib.util.spec_from_file_location("_dynaeval_build_datasets", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for task, rnd in files():
+        shipped = (DATASETS / task / f"{rnd}.jsonl").read_text(encoding="utf-8")
+        assert module.render(task, rnd) == shipped, f"{task}/{rnd} differs from the generator"

@@ -1,0 +1,126 @@
+"""Perturbed-set cache: canonical bytes, reuse from the blob store, keys, counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluator.perturbed_sets import (
+    PerturbedSet,
+    dataset_hash,
+    from_jsonl,
+    materialise,
+    to_jsonl,
+)
+from evaluator.types import Example
+from perturbations.perturbation import Perturbation, get_perturbation
+from store.blobs import LocalBlobStore
+
+EXAMPLES = (
+    Example(uid="a", inputs={"text": "He thanked his mother."}, target="pos", slices={"g": "m"}),
+    Example(uid="b", inputs={"text": "The weather is nice."}, target="pos"),
+    Example(uid="c", inputs={"text": "She met Emily at King's Cross."}, target="neg"),
+    Example(
+        uid="d",
+        inputs={"question": "Who came?", "context": "His sister came with John."},
+        target="John",
+        answer_start=21,
+    ),
+)
+
+
+class Counting(Perturbation):
+    """Upper-cases texts containing 'e', counting calls (to see recomputation)."""
+
+    name = "counting"
+
+    def __init__(self, version: str = "1") -> None:
+        self.version = version
+        self.calls = 0
+
+    def apply(self, text: str, seed: int) -> str:
+        self.calls += 1
+        return text.upper() if "e" in text else text
+
+
+@pytest.fixture
+def blobs(tmp_path) -> LocalBlobStore:
+    return LocalBlobStore(tmp_path / "blobs")
+
+
+def test_dataset_hash_is_stable_and_order_sensitive():
+    assert dataset_hash(EXAMPLES) == dataset_hash(list(EXAMPLES))
+    assert dataset_hash(EXAMPLES) != dataset_hash(EXAMPLES[::-1])
+    assert len(dataset_hash(EXAMPLES)) == 64
+
+
+def test_only_changed_examples_are_kept_with_counts(blobs):
+    texts = EXAMPLES[:3]
+    result = materialise(
+        texts, dataset_hash(texts), get_perturbation("fairness"), 0, ["text"], blobs
+    )
+    assert (result.total, result.changed) == (3, 2)
+    assert [e.uid for e in result.examples] == ["a", "c"]
+    assert result.examples[0].inputs["text"] == "She thanked her father."
+    assert dict(result.examples[0].slices) == {"g": "m"}
+    assert result.examples[1].inputs["text"].endswith(" at King's Cross.")
+    assert (result.name, result.version, result.seed) == ("fairness", "1.1", 0)
+
+
+def test_second_call_is_from_cache_and_identical(blobs):
+    digest = dataset_hash(EXAMPLES)
+    fields = ["question", "context"]
+    first = materialise(EXAMPLES[3:], digest, get_perturbation("fairness"), 0, fields, blobs)
+    counting = Counting()
+    counted = materialise(EXAMPLES, digest, counting, 0, ["text"] * 0 + fields[1:], blobs)
+    assert counting.calls > 0 and not counted.from_cache
+    calls = counting.calls
+    again = materialise(EXAMPLES, digest, counting, 0, fields[1:], blobs)
+    assert again.from_cache and counting.calls == calls  # nothing recomputed
+    assert again == counted and again.examples == counted.examples
+    assert first.examples[0].inputs["context"] == "Her brother came with John."
+    assert first.examples[0].answer_start == 22
+
+
+def test_stored_bytes_are_canonical_and_reproducible(tmp_path):
+    texts = EXAMPLES[:3]
+    runs = []
+    for i in range(2):
+        store = LocalBlobStore(tmp_path / f"s{i}")
+        result = materialise(
+            texts, dataset_hash(texts), get_perturbation("typo"), 4, ["text"], store
+        )
+        runs.append(store.get_bytes(result.key))
+    assert runs[0] == runs[1]
+    line = runs[0].splitlines()[0]
+    assert line.startswith(b'{"answer_start":null,"inputs":{"text":')
+    assert to_jsonl(from_jsonl(runs[0])) == runs[0]
+
+
+def test_key_depends_on_seed_version_fields_and_dataset(blobs):
+    digest = dataset_hash(EXAMPLES)
+    base = materialise(EXAMPLES, digest, Counting("1"), 0, ["context"], blobs)
+    assert base.key.startswith(f"perturbed/{digest}/counting-v1-s0-f")
+    assert base.key.endswith(".jsonl")
+    others = {
+        materialise(EXAMPLES, digest, Counting("1"), 1, ["context"], blobs).key,
+        materialise(EXAMPLES, digest, Counting("2"), 0, ["context"], blobs).key,
+        materialise(EXAMPLES, digest, Counting("1"), 0, ["question"], blobs).key,
+        materialise(EXAMPLES, "0" * 64, Counting("1"), 0, ["context"], blobs).key,
+    }
+    assert len(others) == 4 and base.key not in others
+    assert not materialise(EXAMPLES, digest, Counting("2"), 0, ["context"], blobs).examples == ()
+
+
+def test_cached_set_for_other_examples_is_refused(blobs):
+    texts = EXAMPLES[:3]
+    digest = dataset_hash(texts)
+    materialise(texts, digest, get_perturbation("fairness"), 0, ["text"], blobs)
+    with pytest.raises(ValueError, match="does not match"):
+        materialise(texts[1:2], digest, get_perturbation("fairness"), 0, ["text"], blobs)
+
+
+def test_perturbed_set_is_frozen(blobs):
+    result = materialise(EXAMPLES[:1], "h", get_perturbation("typo"), 0, ["text"], blobs)
+    assert isinstance(result, PerturbedSet)
+    with pytest.raises(AttributeError):
+        result.total = 5  # type: ignore[misc]
