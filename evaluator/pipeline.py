@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+
 from configs.loader import CONFIG_DIR
 from configs.schema import DatasetSpec, PerturbationSpec, RoundSpec, TaskSpec
 from evaluator import scoring
@@ -43,6 +45,7 @@ class RunState:
     slices: list[dict] = field(default_factory=list)
     dataset_hashes: dict[str, str] = field(default_factory=dict)
     variant_counts: list[dict] = field(default_factory=list)
+    replicates: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
     steps_done: int = 0
 
 
@@ -127,7 +130,11 @@ class Evaluation:
         base = ScoreKey(self.task.name, round_spec.name, dataset.name, digest)
         self.step(f"round {round_spec.name} / {dataset.name}: original")
         predictions = self.predict_all(examples, base, "original")
-        scores = [scoring.performance_score(self.task, base, examples, predictions)]
+        performance, replicates = scoring.performance_with_replicates(
+            self.task, base, examples, predictions
+        )
+        self.state.replicates[(round_spec.name, dataset.name)] = replicates
+        scores = [performance]
         scores += scoring.secondary_scores(self.task, base, examples, predictions)
         slice_scores, reports = scoring.slice_scores(self.task, base, examples, predictions)
         scores += slice_scores
@@ -249,7 +256,9 @@ class Evaluation:
             provenance=self.provenance(),
         )
         if failure is None:
-            summary, rounds = summarise(self.task, self.state.scores, self.profile)
+            summary, rounds = summarise(
+                self.task, self.state.scores, self.profile, self.state.replicates
+            )
             result.summary, result.rounds = summary, rounds
             result.scores, result.slices = self.state.scores, self.state.slices
         return result

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from configs.schema import TaskSpec
 from evaluator.results import ORIGINAL, Score
 from evaluator.scoring import AGREEMENT
+from metrics.bootstrap import interval_of
 
 
 def _weighted_mean(pairs: Sequence[tuple[float | None, float]]) -> float | None:
@@ -41,8 +44,32 @@ def _round_row(task: TaskSpec, round_name: str, scores: Sequence[Score]) -> dict
     return row
 
 
+def overall_interval(
+    task: TaskSpec, replicates: Mapping[tuple[str, str], np.ndarray]
+) -> list[float] | None:
+    """95 % interval of the round-weighted performance: rounds are resampled independently
+    and combined replicate by replicate, the same way the point estimate is combined."""
+    per_round = []
+    for spec in task.rounds:
+        sets = [
+            replicates[(spec.name, d.name)]
+            for d in spec.datasets
+            if (spec.name, d.name) in replicates
+        ]
+        if len(sets) != len(spec.datasets):
+            return None
+        per_round.append((np.mean(sets, axis=0), spec.weight))
+    total = sum(weight for _, weight in per_round)
+    combined = sum(reps * weight for reps, weight in per_round) / total
+    interval = interval_of(combined)
+    return [interval.low, interval.high]
+
+
 def summarise(
-    task: TaskSpec, scores: Sequence[Score], profile: dict[str, Any]
+    task: TaskSpec,
+    scores: Sequence[Score],
+    profile: dict[str, Any],
+    replicates: Mapping[tuple[str, str], np.ndarray] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The five axes (rounds averaged with their weights first) and the per-round rows."""
     rounds = [_round_row(task, r.name, scores) for r in task.rounds]
@@ -56,4 +83,5 @@ def summarise(
     summary["memory"] = memory.get("avg_gib")
     summary["memory_peak"] = memory.get("peak_gib")
     summary["metric"] = task.metric
+    summary["performance_ci"] = overall_interval(task, replicates) if replicates else None
     return summary, rounds

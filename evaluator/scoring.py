@@ -8,11 +8,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from configs.schema import TaskSpec
 from evaluator.results import Score, ScoreKey
 from evaluator.types import Example, Prediction
 from metrics.agreement import agreement
-from metrics.bootstrap import bootstrap_interval
+from metrics.bootstrap import bootstrap_replicates, interval_of
 from metrics.metric import get_metric
 from metrics.slices import slice_report
 
@@ -40,20 +42,25 @@ def performance_score(
     task: TaskSpec, key: ScoreKey, examples: Sequence[Example], predictions: Sequence[Prediction]
 ) -> Score:
     """The task metric against gold labels, with a seeded bootstrap interval."""
+    return performance_with_replicates(task, key, examples, predictions)[0]
+
+
+def performance_with_replicates(
+    task: TaskSpec, key: ScoreKey, examples: Sequence[Example], predictions: Sequence[Prediction]
+) -> tuple[Score, np.ndarray]:
+    """The performance Score and its bootstrap replicates (for intervals of aggregates)."""
     gold = [e.target for e in examples]
     pred = outputs(predictions)
     value = get_metric(task.metric).score(gold, pred, task.labels)
-    interval = bootstrap_interval(
-        task.metric,
-        gold,
-        pred,
-        task.labels,
-        n_resamples=task.bootstrap.n_resamples,
-        seed=task.bootstrap.seed,
-    )
-    return Score(
+    replicates = bootstrap_replicates(
+        task.metric, gold, pred, task.labels,
+        n_resamples=task.bootstrap.n_resamples, seed=task.bootstrap.seed,
+    )  # fmt: skip
+    interval = interval_of(replicates)
+    score = Score(
         replace(key, metric=task.metric), value, len(examples), interval.low, interval.high
     )
+    return score, replicates
 
 
 def secondary_scores(

@@ -104,6 +104,50 @@ def macro_f1_replicates(
     return np.divide(100.0 * f1.sum(axis=1), n_present, out=np.zeros(rows), where=n_present > 0)
 
 
+def bootstrap_replicates(
+    metric_name: str,
+    gold: Sequence,
+    pred: Sequence[str],
+    labels: Sequence[str],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> np.ndarray:
+    """The metric (0..100) on each of ``n_resamples`` seeded resamples of the examples.
+
+    Replicates of several sets combine into an interval of an aggregate (e.g. the weighted
+    mean over rounds) by combining them replicate by replicate.
+    """
+    n = check_pair(gold, pred)
+    _check_options(n, n_resamples, 0.95)
+    per_example_fns = {
+        "accuracy": lambda: np.asarray(gold, dtype=object) == np.asarray(pred, dtype=object),
+        "exact_match": lambda: per_example(exact_match, gold, pred),
+        "squad_f1": lambda: per_example(token_f1, gold, pred),
+    }
+    if metric_name in per_example_fns:
+        values = 100.0 * per_example_fns[metric_name]().astype(float)
+        blocks = [values[idx].mean(axis=1) for idx in _index_blocks(n, n_resamples, seed)]
+        return np.concatenate(blocks)
+    if metric_name != "macro_f1":
+        known = ", ".join([*per_example_fns, "macro_f1"])
+        raise KeyError(f"no bootstrap for metric {metric_name!r}; supported: {known}.")
+    gold_codes, pred_codes, n_labels, n_codes = _encode(gold, pred, labels)
+    return np.concatenate(
+        [
+            macro_f1_replicates(gold_codes, pred_codes, idx, n_labels, n_codes)
+            for idx in _index_blocks(n, n_resamples, seed)
+        ]
+    )
+
+
+def interval_of(replicates: np.ndarray, confidence: float = 0.95) -> Interval:
+    """Percentile interval of precomputed bootstrap replicates."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError("confidence must lie strictly between 0 and 1.")
+    return _interval(np.asarray(replicates, dtype=float), confidence)
+
+
 def bootstrap_interval(
     metric_name: str,
     gold: Sequence,
@@ -115,24 +159,8 @@ def bootstrap_interval(
     confidence: float = 0.95,
 ) -> Interval:
     """Percentile-bootstrap interval (0..100 scale) of a registered task metric."""
-    n = check_pair(gold, pred)
-    _check_options(n, n_resamples, confidence)
-    per_example_fns = {
-        "accuracy": lambda: np.asarray(gold, dtype=object) == np.asarray(pred, dtype=object),
-        "exact_match": lambda: per_example(exact_match, gold, pred),
-        "squad_f1": lambda: per_example(token_f1, gold, pred),
-    }
-    if metric_name in per_example_fns:
-        values = 100.0 * per_example_fns[metric_name]().astype(float)
-        return bootstrap_mean_interval(
-            values, n_resamples=n_resamples, seed=seed, confidence=confidence
-        )
-    if metric_name != "macro_f1":
-        known = ", ".join([*per_example_fns, "macro_f1"])
-        raise KeyError(f"no bootstrap for metric {metric_name!r}; supported: {known}.")
-    gold_codes, pred_codes, n_labels, n_codes = _encode(gold, pred, labels)
-    stats = [
-        macro_f1_replicates(gold_codes, pred_codes, idx, n_labels, n_codes)
-        for idx in _index_blocks(n, n_resamples, seed)
-    ]
-    return _interval(np.concatenate(stats), confidence)
+    _check_options(len(gold), n_resamples, confidence)
+    replicates = bootstrap_replicates(
+        metric_name, gold, pred, labels, n_resamples=n_resamples, seed=seed
+    )
+    return _interval(replicates, confidence)

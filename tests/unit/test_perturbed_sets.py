@@ -67,18 +67,26 @@ def test_only_changed_examples_are_kept_with_counts(blobs):
 
 
 def test_second_call_is_from_cache_and_identical(blobs):
-    digest = dataset_hash(EXAMPLES)
-    fields = ["question", "context"]
-    first = materialise(EXAMPLES[3:], digest, get_perturbation("fairness"), 0, fields, blobs)
+    texts = EXAMPLES[:3]
+    digest = dataset_hash(texts)
     counting = Counting()
-    counted = materialise(EXAMPLES, digest, counting, 0, ["text"] * 0 + fields[1:], blobs)
-    assert counting.calls > 0 and not counted.from_cache
-    calls = counting.calls
-    again = materialise(EXAMPLES, digest, counting, 0, fields[1:], blobs)
-    assert again.from_cache and counting.calls == calls  # nothing recomputed
-    assert again == counted and again.examples == counted.examples
-    assert first.examples[0].inputs["context"] == "Her brother came with John."
-    assert first.examples[0].answer_start == 22
+    first = materialise(texts, digest, counting, 0, ["text"], blobs)
+    assert counting.calls == 3 and not first.from_cache
+    assert (first.total, first.changed) == (3, 3)
+    again = materialise(texts, digest, counting, 0, ["text"], blobs)
+    assert again.from_cache and counting.calls == 3  # nothing recomputed
+    assert again == first and again.examples == first.examples
+
+
+def test_qa_set_keeps_the_answer_and_moves_its_offset(blobs):
+    qa = EXAMPLES[3:]
+    fields = ["question", "context"]
+    result = materialise(qa, dataset_hash(qa), get_perturbation("fairness"), 0, fields, blobs)
+    cached = materialise(qa, dataset_hash(qa), get_perturbation("fairness"), 0, fields, blobs)
+    assert cached.from_cache and cached.examples == result.examples
+    example = result.examples[0]
+    assert example.inputs["context"] == "Her brother came with John."
+    assert example.answer_start == 22 and example.target == "John"
 
 
 def test_stored_bytes_are_canonical_and_reproducible(tmp_path):
@@ -97,18 +105,19 @@ def test_stored_bytes_are_canonical_and_reproducible(tmp_path):
 
 
 def test_key_depends_on_seed_version_fields_and_dataset(blobs):
-    digest = dataset_hash(EXAMPLES)
-    base = materialise(EXAMPLES, digest, Counting("1"), 0, ["context"], blobs)
+    qa = EXAMPLES[3:]
+    digest = dataset_hash(qa)
+    base = materialise(qa, digest, Counting("1"), 0, ["context"], blobs)
     assert base.key.startswith(f"perturbed/{digest}/counting-v1-s0-f")
     assert base.key.endswith(".jsonl")
     others = {
-        materialise(EXAMPLES, digest, Counting("1"), 1, ["context"], blobs).key,
-        materialise(EXAMPLES, digest, Counting("2"), 0, ["context"], blobs).key,
-        materialise(EXAMPLES, digest, Counting("1"), 0, ["question"], blobs).key,
-        materialise(EXAMPLES, "0" * 64, Counting("1"), 0, ["context"], blobs).key,
+        materialise(qa, digest, Counting("1"), 1, ["context"], blobs).key,
+        materialise(qa, digest, Counting("2"), 0, ["context"], blobs).key,
+        materialise(qa, digest, Counting("1"), 0, ["question"], blobs).key,
+        materialise(qa, "0" * 64, Counting("1"), 0, ["context"], blobs).key,
     }
     assert len(others) == 4 and base.key not in others
-    assert not materialise(EXAMPLES, digest, Counting("2"), 0, ["context"], blobs).examples == ()
+    assert materialise(qa, digest, Counting("2"), 0, ["context"], blobs).from_cache
 
 
 def test_cached_set_for_other_examples_is_refused(blobs):

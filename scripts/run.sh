@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up (idempotent), then start the embedded service: API + worker, SQLite + a local
+# folder (./dynaeval-data), every example model queued on first start.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+exec "${PYTHON:-python3}" -m client.cli serve "$@"

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Idempotent set-up on a Debian-like machine: Debian packages the project needs, the Python
+# package and its dependencies, and (when asked) a Docker engine with the offline images.
+#
+#   scripts/setup.sh            # Python side + Debian packages; Docker when it can
+#   scripts/setup.sh --docker   # a Docker engine and the example images are required
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+need_docker=0
+[[ "${1:-}" == "--docker" ]] && need_docker=1
+
+SUDO=""
+[[ "$(id -u)" != "0" ]] && command -v sudo >/dev/null && SUDO="sudo"
+
+# WordNet for the offline paraphrase perturbation (read from /usr/share/wordnet).
+if [[ ! -f /usr/share/wordnet/index.noun ]]; then
+    log "installing wordnet-base"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends wordnet-base
+fi
+
+PYTHON="${PYTHON:-python3}"
+# The stamp records a finished install of this checkout; pyproject changes redo it.
+if [[ ! -f .setup-stamp || pyproject.toml -nt .setup-stamp ]]; then
+    log "installing the dynaeval package and its dependencies (pip)"
+    "$PYTHON" -m pip install -q --disable-pip-version-check -e '.[test]'
+    touch .setup-stamp
+fi
+
+docker_ok=0
+if scripts/ensure-docker.sh; then
+    if scripts/build-base-image.sh >/dev/null && scripts/build-example-images.sh >/dev/null; then
+        docker_ok=1
+    fi
+fi
+if [[ "$docker_ok" == "1" ]]; then
+    log "Docker engine and example images ready"
+elif [[ "$need_docker" == "1" ]]; then
+    log "ERROR: a Docker engine and the example images are required here"; exit 1
+else
+    log "no usable Docker engine: example models will run as local processes"
+fi

@@ -1,0 +1,228 @@
+"""Shared Docker fixtures: engine, base / example / zoo images, listeners, a local registry.
+
+Docker tests (``@pytest.mark.docker``) skip with a reason when no engine answers or the
+base image cannot be built. Every Docker test is checked for leftovers: no container,
+network or volume labelled for this test session may survive it, and at session end no
+Dynaeval-managed object may exist that did not exist before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ZOO = Path(__file__).resolve().parent / "zoo"
+BASE_IMAGE = "dynaeval/python-base:latest"
+TEST_LABEL = "dynaeval.test"
+
+
+def _docker_client():
+    try:
+        import docker
+
+        client = docker.from_env(timeout=120)
+        client.ping()
+        return client
+    except Exception as exc:  # any failure here means "no engine": skip, do not error
+        return exc
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    """A client for the local engine; skips the test when none answers."""
+    client = _docker_client()
+    if isinstance(client, Exception):
+        pytest.skip(f"no Docker engine answers ({type(client).__name__}: {client})")
+    return client
+
+
+@pytest.fixture(scope="session")
+def owner() -> str:
+    """The label owner of every sandbox this test session creates."""
+    return f"pytest-{os.getpid()}"
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_client) -> str:
+    """The offline base image, built by scripts/build-base-image.sh (cached by content)."""
+    script = REPO / "scripts" / "build-base-image.sh"
+    result = subprocess.run([str(script)], capture_output=True, text=True, timeout=900)
+    if result.returncode != 0:
+        pytest.skip(f"base image missing and could not be built: {result.stderr[-500:]}")
+    return BASE_IMAGE
+
+
+@pytest.fixture(scope="session")
+def example_image(base_image) -> Callable[[str], str]:
+    """Build (cached) and return the tag of ``examples/models/<name>``'s image."""
+    built: dict[str, str] = {}
+    script = REPO / "scripts" / "build-example-images.sh"
+
+    def get(name: str) -> str:
+        if name not in built:
+            result = subprocess.run(
+                [str(script), name], capture_output=True, text=True, timeout=600
+            )
+            assert result.returncode == 0, result.stderr[-2000:]
+            built[name] = f"dynaeval-example/{name}:latest"
+        return built[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def zoo_image(docker_client, base_image) -> Callable[[str], str]:
+    """Build (cached) and return the tag of ``tests/integration/zoo/<name>``'s image."""
+    built: dict[str, str] = {}
+
+    def get(name: str) -> str:
+        if name not in built:
+            tag = f"dynaeval-zoo/{name}:latest"
+            docker_client.images.build(
+                path=str(ZOO),
+                dockerfile=f"{name}/Dockerfile",
+                tag=tag,
+                rm=True,
+                forcerm=True,
+                network_mode="none",
+            )
+            built[name] = tag
+        return built[name]
+
+    return get
+
+
+def _labelled(client, label: str) -> set[str]:
+    selector = {"label": label}
+    found = {f"container {c.name}" for c in client.containers.list(all=True, filters=selector)}
+    found |= {f"network {n.name}" for n in client.networks.list(filters=selector)}
+    found |= {f"volume {v.name}" for v in client.volumes.list(filters=selector)}
+    return found
+
+
+def _managed(client) -> set[str]:
+    return _labelled(client, "dynaeval.managed=1") | _labelled(client, TEST_LABEL)
+
+
+@pytest.fixture(scope="session")
+def _session_baseline(docker_client) -> Iterator[None]:
+    before = _managed(docker_client)
+    yield
+    new = _managed(docker_client) - before
+    assert not new, f"the Docker tests left objects behind: {sorted(new)}"
+
+
+@pytest.fixture(autouse=True)
+def _no_docker_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each Docker test: nothing labelled for this session may remain."""
+    if request.node.get_closest_marker("docker") is None:
+        yield
+        return
+    client = request.getfixturevalue("docker_client")
+    request.getfixturevalue("_session_baseline")
+    owner = request.getfixturevalue("owner")
+    yield
+    from evaluator.docker_runtime import cleanup_leftovers
+
+    mine = _labelled(client, f"dynaeval.owner={owner}") | _labelled(client, TEST_LABEL)
+    cleanup_leftovers(owner, client)
+    for container in client.containers.list(all=True, filters={"label": TEST_LABEL}):
+        container.remove(force=True)
+    for network in client.networks.list(filters={"label": TEST_LABEL}):
+        network.remove()
+    assert not mine, f"{request.node.name} left objects behind: {sorted(mine)}"
+
+
+class Listener:
+    """A TCP listener on the host (0.0.0.0, free port) that counts accepted connections."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("0.0.0.0", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.sock.close()
+
+
+@pytest.fixture
+def host_listener() -> Iterator[Listener]:
+    """A listener the test owns on every host address."""
+    listener = Listener()
+    yield listener
+    listener.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def registry(docker_client, tmp_path_factory) -> Iterator[str]:
+    """Debian's docker-registry on 127.0.0.1 with a throwaway storage dir: ``host:port``."""
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        pytest.skip("docker-registry is not installed (scripts/ensure-docker.sh installs it)")
+    root = tmp_path_factory.mktemp("registry")
+    port = free_port()
+    config = root / "config.yml"
+    config.write_text(
+        "version: 0.1\n"
+        "log: {level: error}\n"
+        f"storage: {{filesystem: {{rootdirectory: {root / 'data'}}}, delete: {{enabled: true}}}}\n"
+        f"http: {{addr: '127.0.0.1:{port}'}}\n"
+    )
+    proc = subprocess.Popen(
+        [binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"docker-registry did not start: {proc.stderr.read()[-500:]!r}")
+            time.sleep(0.05)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def remove_images(client, *images: str) -> None:
+    """Remove test images by tag or id, ignoring ones already gone."""
+    from docker.errors import APIError, ImageNotFound
+
+    for image in images:
+        with contextlib.suppress(ImageNotFound, APIError):
+            client.images.remove(image, force=True)
