@@ -7,6 +7,7 @@ Writes are atomic: a reader sees the whole object or none of it.
 from __future__ import annotations
 
 import abc
+import io
 import os
 import re
 import tempfile
@@ -71,21 +72,22 @@ class LocalBlobStore(BlobStore):
         return self.root / check_key(key)
 
     def put_bytes(self, key: str, data: bytes) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, prefix=".tmp-") as tmp:
-            tmp.write(data)
-        os.replace(tmp.name, path)
+        self.put_file(key, io.BytesIO(data))
 
     def put_file(self, key: str, source: BinaryIO) -> int:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         size = 0
-        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, prefix=".tmp-") as tmp:
-            while chunk := source.read(1 << 20):
-                tmp.write(chunk)
-                size += len(chunk)
-        os.replace(tmp.name, path)
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as tmp:
+                while chunk := source.read(1 << 20):
+                    tmp.write(chunk)
+                    size += len(chunk)
+            os.replace(name, path)
+        except BaseException:  # a failed or refused write leaves nothing behind
+            Path(name).unlink(missing_ok=True)
+            raise
         return size
 
     def get_bytes(self, key: str) -> bytes:

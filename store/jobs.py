@@ -203,16 +203,25 @@ class JobStore:
     def requeue_stalled(self) -> list[str]:
         """Running jobs whose lease expired (their worker died): requeue or fail them."""
         lost = Failure("worker_lost", "the worker stopped sending heartbeats", "", False)
+        now = utcnow()
+        expired = (JobRow.status == JobStatus.RUNNING, JobRow.lease_expires_at < now)
         with self.db.session() as session, session.begin():
-            stalled = session.scalars(
-                select(JobRow).where(
-                    JobRow.status == JobStatus.RUNNING, JobRow.lease_expires_at < utcnow()
-                )  # fmt: skip
-            ).all()
-            for job in stalled:
+            candidates = session.scalars(select(JobRow.id).where(*expired)).all()
+            requeued = []
+            for job_id in candidates:
+                # Re-check under the write lock: a late heartbeat may have renewed the lease.
+                still = session.execute(
+                    update(JobRow)
+                    .where(JobRow.id == job_id, *expired)
+                    .values(heartbeat_at=JobRow.heartbeat_at)
+                ).rowcount
+                if still != 1:
+                    continue
+                job = session.get(JobRow, job_id, populate_existing=True)
                 self._close_attempt(session, job, "lost", lost)
                 self._settle(job, lost)
-        return [job.id for job in stalled]
+                requeued.append(job_id)
+        return requeued
 
     def _settle(self, job: JobRow, failure: Failure) -> JobStatus:
         retry = should_retry(failure.code, job.attempts, job.max_attempts)
@@ -231,10 +240,23 @@ class JobStore:
 
     @staticmethod
     def _held(session: Session, job_id: str, worker: str) -> JobRow | None:
-        job = session.get(JobRow, job_id, with_for_update=True)
-        if job is None or job.lease_owner != worker or job.status != JobStatus.RUNNING:
+        """The job if ``worker`` still holds it, locked for this transaction.
+
+        A conditional UPDATE checks ownership and takes the write lock in one statement
+        (SQLite starts its write transaction there), so a concurrent requeue cannot slip
+        in between the check and the outcome being written."""
+        held = session.execute(
+            update(JobRow)
+            .where(
+                JobRow.id == job_id,
+                JobRow.lease_owner == worker,
+                JobRow.status == JobStatus.RUNNING,
+            )  # fmt: skip
+            .values(lease_owner=worker)
+        ).rowcount
+        if held != 1:
             return None
-        return job
+        return session.get(JobRow, job_id, populate_existing=True, with_for_update=True)
 
     @staticmethod
     def _close_attempt(

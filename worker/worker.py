@@ -76,8 +76,15 @@ class Worker:
         """The loop. ``burst`` drains the queue and returns (tests, one-shot runs)."""
         self.clean_leftovers()
         while not self._stopping.is_set():
-            self.stats.recovered += self.store.requeue_stalled()
-            job = self.store.claim(self.worker_id, self.lease_s)
+            try:
+                self.stats.recovered += self.store.requeue_stalled()
+                job = self.store.claim(self.worker_id, self.lease_s)
+            except Exception:  # a database hiccup must not end a long-running worker
+                if burst:
+                    raise
+                log.exception("worker %s could not reach the store; retrying", self.worker_id)
+                self._stopping.wait(self.poll_s)
+                continue
             if job is None:
                 if burst:
                     break
@@ -93,6 +100,10 @@ class Worker:
         beat.start()
         try:
             result = self.evaluate(job, progress)
+        except Exception as exc:  # every job ends in a stored outcome, never stuck running
+            log.exception("evaluating job %s failed on the platform side", job.id)
+            failure = Failure("platform_error", f"{type(exc).__name__}: {exc}", "", False)
+            result = EvaluationResult(job.task, "failed", failure=failure)
         finally:
             progress.finished.set()
             beat.join(timeout=5)
@@ -116,10 +127,19 @@ class Worker:
         )
 
     def record(self, job: ClaimedJob, result: EvaluationResult) -> None:
+        """Store the outcome; a result the store refuses fails the job as a platform fault."""
         if result.failure is None:
-            if self.store.finish(job.id, self.worker_id, result):
-                self.stats.done += 1
-            return
+            try:
+                if self.store.finish(job.id, self.worker_id, result):
+                    self.stats.done += 1
+                return
+            except Exception as exc:  # rolled back as a whole: record why instead
+                log.exception("could not store the result of job %s", job.id)
+                message = f"could not store the result: {type(exc).__name__}: {exc}"
+                result = EvaluationResult(
+                    job.task, "failed", failure=Failure("platform_error", message[:2000], "", False)
+                )
+        assert result.failure is not None
         status = self.store.fail(job.id, self.worker_id, result.failure)
         if status == JobStatus.QUEUED:
             self.stats.requeued += 1
