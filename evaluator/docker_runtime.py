@@ -174,6 +174,8 @@ class DockerRuntime(Runtime):
             return self._final_state
 
     def alive(self) -> bool:
+        if self.container_id is None:
+            return False
         state = self._state()
         return bool(state and state.get("Running"))
 

@@ -163,15 +163,38 @@ def test_embedded_dns_unreachable(sandboxed, docker_client):
     # Docker's embedded DNS (127.0.0.11) forwards queries it cannot answer to the host's
     # resolvers; ask it only for the guard's own container name, which it answers locally.
     guard_name = docker_client.containers.get(sandboxed.guard_id).name
-    source = (
-        "import socket, sys\n"
-        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1.5)\n"
-        f"s.sendto({_dns_query(guard_name)!r}, ('127.0.0.11', 53))\n"
-        "try:\n    s.recvfrom(512); print('ANSWERED')\n"
-        "except OSError as exc:\n    print('blocked', type(exc).__name__)\n"
-    )
+    source = _dns_probe(guard_name)
     code, output = exec_python(sandboxed, source)
     assert "blocked" in output, output
+    # Control: an unsandboxed container on a user network gets its own name answered.
+    network = docker_client.networks.create("dynaeval-test-dns", labels={TEST_LABEL: "1"})
+    try:
+        control = docker_client.containers.run(
+            "dynaeval/python-base:latest",
+            ["python3", "-c", _dns_probe("dynaeval-test-dns-control")],
+            name="dynaeval-test-dns-control",
+            detach=True,
+            network=network.name,
+            labels={TEST_LABEL: "1"},
+        )
+        try:
+            control.wait(timeout=30)
+            assert "ANSWERED" in control.logs().decode()
+        finally:
+            control.remove(force=True)
+    finally:
+        network.remove()
+
+
+def _dns_probe(name: str) -> str:
+    return (
+        "import socket, sys\n"
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1.5)\n"
+        "try:\n"
+        f"    s.sendto({_dns_query(name)!r}, ('127.0.0.11', 53))\n"
+        "    s.recvfrom(512); print('ANSWERED')\n"
+        "except OSError as exc:\n    print('blocked', type(exc).__name__)\n"
+    )
 
 
 def test_memory_limit_with_swap_off(sandboxed, docker_client):
@@ -303,7 +326,8 @@ def test_memory_sampling_is_fast(sandboxed):
 def test_stop_is_idempotent_and_removes_everything(docker_client, example_image, owner):
     runtime = DockerRuntime(example_image("null"), LIMITS, client=docker_client, label_owner=owner)
     runtime.stop()  # before start: a no-op
-    runtime.start()
+    endpoint = runtime.start()
+    wait_http(endpoint.host, endpoint.port)
     ids = (runtime.container_id, runtime.guard_id, runtime.network_id)
     runtime.stop()
     runtime.stop()

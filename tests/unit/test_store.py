@@ -1,0 +1,414 @@
+"""The job store contract on a real SQLite file: submit, claim with a lease, heartbeat,
+finish in one transaction, fail / retry, requeue stalled jobs, and the read-side queries."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+
+from evaluator.results import EvaluationResult, Failure, Score, ScoreKey
+from store.db import Database
+from store.jobs import JobStore, utcnow
+from store.models import AttemptRow, JobRow, ModelRow, ResultRow, ScoreRow
+from store.queries import Queries
+from worker.job import JobStatus
+
+RUNTIME = {"kind": "docker", "image": "example/model:1", "protocol": "v1"}
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Database:
+    database = Database(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def store(db: Database) -> JobStore:
+    jobs = JobStore(db)
+    jobs.register_task("sentiment", 1, {"name": "sentiment"})
+    return jobs
+
+
+def key(round_name: str = "r1", metric: str = "macro_f1", **extra: object) -> ScoreKey:
+    return ScoreKey("sentiment", round_name, "test", "h" * 64, metric=metric, **extra)  # type: ignore[arg-type]
+
+
+def result(performance: float = 80.0, scores: list[Score] | None = None) -> EvaluationResult:
+    scores = scores if scores is not None else [
+        Score(key("r1"), performance, 84, performance - 5, performance + 5),
+        Score(key("r2"), performance - 10, 84),
+        Score(key("r1", "agreement", variant="typo", variant_version="1"), 95.0, 84),
+    ]  # fmt: skip
+    return EvaluationResult(
+        task="sentiment",
+        status="done",
+        summary={"performance": performance, "throughput": 100.0, "memory": 0.5,
+                 "robustness": 90.0, "fairness": 99.0, "metric": "macro_f1"},  # fmt: skip
+        rounds=[{"round": "r1", "performance": performance}, {"round": "r2", "performance": 1.0}],
+        scores=scores,
+        profile={"throughput": {"examples_per_s": 100.0}},
+        provenance={"code_version": "test", "dataset_hashes": {"r1/test": "h" * 64}},
+    )
+
+
+def job_row(db: Database, job_id: str) -> JobRow:
+    with db.session() as session:
+        return session.get(JobRow, job_id)
+
+
+def attempts(db: Database, job_id: str) -> list[AttemptRow]:
+    with db.session() as session:
+        return list(
+            session.scalars(
+                select(AttemptRow).where(AttemptRow.job_id == job_id).order_by(AttemptRow.attempt)
+            )
+        )
+
+
+def count(db: Database, table: type) -> int:
+    with db.session() as session:
+        return session.scalar(select(func.count()).select_from(table))
+
+
+def make_available(db: Database, job_id: str) -> None:
+    """Skip a retry's back-off (tests never sleep through it)."""
+    with db.session() as session, session.begin():
+        session.execute(
+            update(JobRow).where(JobRow.id == job_id).values(available_at=utcnow())
+        )
+
+
+def expire_lease(db: Database, job_id: str) -> None:
+    with db.session() as session, session.begin():
+        session.execute(
+            update(JobRow)
+            .where(JobRow.id == job_id)
+            .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+        )
+
+
+# -- submit ----------------------------------------------------------------------------------
+def test_submit_creates_model_and_queued_job(store: JobStore, db: Database) -> None:
+    model_id, job_id = store.submit("sentiment", "my-model", RUNTIME, image_id="sha256:abc")
+    job = job_row(db, job_id)
+    assert job.model_id == model_id and job.task == "sentiment"
+    assert job.status == JobStatus.QUEUED and job.attempts == 0 and job.max_attempts == 3
+    with db.session() as session:
+        model = session.get(ModelRow, model_id)
+    assert model.name == "my-model" and model.runtime == RUNTIME and model.image_id == "sha256:abc"
+    assert store.count_models() == 1
+
+
+def test_submit_is_atomic_unknown_task_stores_nothing(store: JobStore, db: Database) -> None:
+    with pytest.raises(IntegrityError):
+        store.submit("no-such-task", "m", RUNTIME)  # foreign key on tasks.name
+    assert count(db, ModelRow) == 0
+    assert count(db, JobRow) == 0
+
+
+def test_register_task_updates_in_place(store: JobStore) -> None:
+    store.register_task("sentiment", 2, {"name": "sentiment", "v": 2})
+    store.register_task("nli", 1, {"name": "nli"})
+    assert Queries(store.db).task_names() == ["nli", "sentiment"]
+
+
+# -- claim -----------------------------------------------------------------------------------
+def test_claim_gives_the_oldest_available_job(store: JobStore, db: Database) -> None:
+    ids = [store.submit("sentiment", f"m{i}", RUNTIME)[1] for i in range(3)]
+    claimed = store.claim("w1", lease_s=60)
+    assert claimed is not None and claimed.id == ids[0]
+    assert claimed.runtime == RUNTIME and claimed.attempt == 1 and claimed.max_attempts == 3
+    job = job_row(db, ids[0])
+    assert job.status == JobStatus.RUNNING and job.lease_owner == "w1"
+    assert job.lease_expires_at > utcnow() + timedelta(seconds=50)
+    assert [a.worker for a in attempts(db, ids[0])] == ["w1"]
+    assert store.claim("w2", 60).id == ids[1]
+    assert store.claim("w3", 60).id == ids[2]
+    assert store.claim("w4", 60) is None
+
+
+def test_claim_skips_jobs_not_yet_available(store: JobStore, db: Database) -> None:
+    _, job_id = store.submit("sentiment", "m", RUNTIME)
+    with db.session() as session, session.begin():
+        session.execute(
+            update(JobRow)
+            .where(JobRow.id == job_id)
+            .values(available_at=utcnow() + timedelta(minutes=5))
+        )
+    assert store.claim("w", 60) is None
+    make_available(db, job_id)
+    assert store.claim("w", 60).id == job_id
+
+
+def test_concurrent_claims_never_share_a_job(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'race.sqlite3'}"
+    setup = Database(url)
+    store = JobStore(setup)
+    store.register_task("sentiment", 1, {})
+    jobs = {store.submit("sentiment", f"m{i}", RUNTIME)[1] for i in range(40)}
+    claimed: list[tuple[str, str]] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    start = threading.Barrier(8)
+
+    def hammer(worker: str) -> None:
+        own = JobStore(Database(url, run_migrations=False))  # one engine per "machine"
+        start.wait()
+        misses = 0
+        try:
+            while misses < 3:
+                job = own.claim(worker, 60)
+                if job is None:
+                    misses += 1
+                    continue
+                with lock:
+                    claimed.append((job.id, worker))
+        except BaseException as exc:  # noqa: BLE001 - surfaced below
+            errors.append(exc)
+        finally:
+            own.db.dispose()
+
+    threads = [threading.Thread(target=hammer, args=(f"w{i}",)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    counts = Counter(job_id for job_id, _ in claimed)
+    assert [j for j, n in counts.items() if n > 1] == [], "a job was claimed twice"
+    assert set(counts) == jobs
+    with setup.session() as session:
+        rows = session.scalars(select(JobRow)).all()
+        assert {row.status for row in rows} == {JobStatus.RUNNING}
+        assert all(row.attempts == 1 for row in rows)
+        assert session.scalar(select(func.count()).select_from(AttemptRow)) == len(jobs)
+    owners = dict(claimed)
+    assert all(job_row(setup, j).lease_owner == w for j, w in owners.items())
+    setup.dispose()
+
+
+# -- heartbeat -------------------------------------------------------------------------------
+def test_heartbeat_extends_lease_and_records_progress(store: JobStore, db: Database) -> None:
+    _, job_id = store.submit("sentiment", "m", RUNTIME)
+    store.claim("w1", lease_s=1)
+    before = job_row(db, job_id).lease_expires_at
+    assert store.heartbeat(job_id, "w1", 600, 0.42, "round r2 / test: typo")
+    job = job_row(db, job_id)
+    assert job.lease_expires_at > before + timedelta(seconds=500)
+    assert job.progress == pytest.approx(0.42) and job.stage == "round r2 / test: typo"
+    assert store.heartbeat(job_id, "w1", 600, 0.5, "x" * 500)
+    assert len(job_row(db, job_id).stage) == 200
+
+
+def test_heartbeat_by_a_non_owner_fails(store: JobStore, db: Database) -> None:
+    _, job_id = store.submit("sentiment", "m", RUNTIME)
+    store.claim("w1", lease_s=60)
+    assert not store.heartbeat(job_id, "intruder", 600, 0.9, "stolen")
+    job = job_row(db, job_id)
+    assert job.progress == 0.0 and job.stage == "claimed"
+    assert not store.heartbeat("no-such-job", "w1", 60, 0.1, "x")
+
+
+def test_heartbeat_after_finish_fails(store: JobStore) -> None:
+    _, job_id = store.submit("sentiment", "m", RUNTIME)
+    store.claim("w1", 60)
+    assert store.finish(job_id, "w1", result())
+    assert not store.heartbeat(job_id, "w1", 60, 0.5, "late")
+
+
+# -- finish ----------------------------------------------------------------------------------
+def test_finish_stores_every_score_and_the_result(store: JobStore, db: Database) -> None:
+    model_id, job_id = store.submit("sentiment", "m", RUNTIME)
+    store.claim("w1", 60)
+    outcome = result(80.0)
+    assert store.finish(job_id, "w1", outcome)
+    job = job_row(db, job_id)
+    assert job.status == JobStatus.DONE and job.progress == 1.0 and job.finished_at is not None
+    assert job.lease_owner is None and job.lease_expires_at is None
+    with db.session() as session:
+        scores = session.scalars(select(ScoreRow).where(ScoreRow.job_id == job_id)).all()
+        stored = session.get(ResultRow, job_id)
+    assert len(scores) == len(outcome.scores)
+    assert {(s.round, s.variant, s.metric, s.value) for s in scores} == {
+        ("r1", "original", "macro_f1", 80.0),
+        ("r2", "original", "macro_f1", 70.0),
+        ("r1", "typo", "agreement", 95.0),
+    }
+    assert stored.model_id == model_id and stored.summary["performance"] == 80.0
+    assert stored.provenance["dataset_hashes"] == {"r1/test": "h" * 64}
+    assert [a.outcome for a in attempts(db, job_id)] == ["done"]
+
+
+def test_finish_by_a_non_owner_stores_nothing(store: JobStore, db: Database) -> None:
+    _, job_id = store.submit("sentiment", "m", RUNTIME)
+    store.claim("w1", 60)
+    assert not store.finish(job_id, "w2", result())
+    assert job_row(db, job_id).status == JobStatus.RUNNING
+    assert count(db, ScoreRow) == 0 and count(db, ResultRow) == 0
+
+
+def test_finish_with_a_duplicate_score_key_rolls_back_everything(
+    store: JobStore, db: Database
+) -> None:
+    _, job_id = store.submit("sentiment", "m", RUNTIME)
+    store.claim("w1", 60)
+    duplicate = [Score(key("r1"), 1.0, 10), Score(key("r2"), 2.0, 10), Score(key("r1"), 3.0, 10)]
+    with pytest.raises(IntegrityError):
+        store.finish(job_id, "w1", result(scores=duplicate))
+    job = job_row(db, job_id)
+    assert job.status == JobStatus.RUNNING and job.lease_owner == "w1"
+    assert count(db, ScoreRow) == 0 and count(db, ResultRow) == 0
+    assert [a.outcome for a in attempts(db, job_id)] == [None]
+    assert store.finish(job_id, "w1", result())  # the worker still holds the job
+
+
+def test_finish_twice_is_refused(store: JobStore, db: Database) -> None:
+    _, job_id = store.submit("sentiment", "m", RUNTIME)
+    store.claim("w1", 60)
+    assert store.finish(job_id, "w1", result())
+    assert not store.finish(job_id, "w1", result())
+    assert count(db, ResultRow) == 1
+
+
+# -- fail and retry --------------------------------------------------------------------------
+def test_user_caused_failure_is_final_with_code_message_and_log(
+    store: JobStore, db: Database
+) -> None:
+    _, job_id = store.submit("sentiment", "m", RUNTIME)
+    store.claim("w1", 60)
+    failure = Failure("oom_killed", "the model was killed: out of memory", "line1\nKilled", True)
+    assert store.fail(job_id, "w1", failure) == JobStatus.FAILED
+    job = job_row(db, job_id)
+    assert job.status == JobStatus.FAILED and job.finished_at is not None
+    assert (job.failure_code, job.failure_message, job.log_tail) == (
+        "oom_killed", "the model was killed: out of memory", "line1\nKilled")  # fmt: skip
+    assert job.lease_owner is None
+    history = attempts(db, job_id)
+    assert [(a.outcome, a.failure_code) for a in history] == [("failed", "oom_killed")]
+    assert store.claim("w2", 60) is None
+
+
+def test_platform_error_is_retried_with_back_off_until_max_attempts(
+    store: JobStore, db: Database
+) -> None:
+    _, job_id = store.submit("sentiment", "m", RUNTIME, max_attempts=3)
+    fault = Failure("platform_error", "docker engine went away", "", False)
+    delays = []
+    for attempt in (1, 2):
+        claimed = store.claim("w", 60)
+        assert claimed.id == job_id and claimed.attempt == attempt
+        now = utcnow()
+        assert store.fail(job_id, "w", fault) == JobStatus.QUEUED
+        job = job_row(db, job_id)
+        assert job.status == JobStatus.QUEUED and job.stage == "retrying after platform_error"
+        assert job.failure_code == "platform_error"
+        delays.append((job.available_at - now).total_seconds())
+        assert store.claim("w", 60) is None  # backing off
+        make_available(db, job_id)
+    assert 4 <= delays[0] <= 6 and 9 <= delays[1] <= 11
+    assert store.claim("w", 60).attempt == 3
+    assert store.fail(job_id, "w", fault) == JobStatus.FAILED
+    assert job_row(db, job_id).status == JobStatus.FAILED
+    assert [(a.attempt, a.outcome) for a in attempts(db, job_id)] == [
+        (1, "failed"), (2, "failed"), (3, "failed")]  # fmt: skip
+
+
+def test_fail_by_a_non_owner_is_ignored(store: JobStore, db: Database) -> None:
+    _, job_id = store.submit("sentiment", "m", RUNTIME)
+    store.claim("w1", 60)
+    assert store.fail(job_id, "w2", Failure("crashed", "x")) is None
+    assert job_row(db, job_id).status == JobStatus.RUNNING
+
+
+# -- stalled jobs ----------------------------------------------------------------------------
+def test_requeue_stalled_requeues_an_expired_lease(store: JobStore, db: Database) -> None:
+    _, job_id = store.submit("sentiment", "m", RUNTIME)
+    store.claim("dead-worker", lease_s=60)
+    assert store.requeue_stalled() == []  # lease still valid
+    expire_lease(db, job_id)
+    assert store.requeue_stalled() == [job_id]
+    job = job_row(db, job_id)
+    assert job.status == JobStatus.QUEUED and job.lease_owner is None
+    assert job.failure_code == "worker_lost"
+    history = attempts(db, job_id)
+    assert [(a.worker, a.outcome, a.failure_code) for a in history] == [
+        ("dead-worker", "lost", "worker_lost")]  # fmt: skip
+    assert not store.heartbeat(job_id, "dead-worker", 60, 0.5, "zombie")
+    assert not store.finish(job_id, "dead-worker", result())  # a zombie cannot finish it
+    make_available(db, job_id)
+    again = store.claim("w2", 60)
+    assert again.id == job_id and again.attempt == 2
+    assert store.finish(job_id, "w2", result())
+    assert [a.outcome for a in attempts(db, job_id)] == ["lost", "done"]
+
+
+def test_requeue_stalled_fails_after_max_attempts(store: JobStore, db: Database) -> None:
+    _, job_id = store.submit("sentiment", "m", RUNTIME, max_attempts=1)
+    store.claim("dead-worker", lease_s=60)
+    expire_lease(db, job_id)
+    assert store.requeue_stalled() == [job_id]
+    job = job_row(db, job_id)
+    assert job.status == JobStatus.FAILED and job.failure_code == "worker_lost"
+
+
+def test_requeue_stalled_leaves_live_and_finished_jobs_alone(
+    store: JobStore, db: Database
+) -> None:
+    _, live = store.submit("sentiment", "live", RUNTIME)
+    _, done = store.submit("sentiment", "done", RUNTIME)
+    store.claim("w1", 600)
+    store.claim("w2", 600)
+    store.finish(done, "w2", result())
+    assert store.requeue_stalled() == []
+    assert job_row(db, live).status == JobStatus.RUNNING
+    assert job_row(db, done).status == JobStatus.DONE
+
+
+# -- queries ---------------------------------------------------------------------------------
+def test_queries_submission_status_results_and_scores(store: JobStore, db: Database) -> None:
+    queries = Queries(db)
+    assert queries.submission("missing") is None
+    model_id, job_id = store.submit("sentiment", "m", {**RUNTIME, "secret": "x"})
+    queued = queries.submission(model_id)
+    assert queued["job"]["status"] == "queued" and queued["results"] is None
+    assert "secret" not in queued["runtime"]
+    store.claim("w1", 60)
+    store.heartbeat(job_id, "w1", 60, 0.25, "round r1")
+    running = queries.submission(model_id)["job"]
+    assert (running["status"], running["progress"], running["stage"]) == ("running", 0.25, "round r1")
+    store.finish(job_id, "w1", result(75.0))
+    done = queries.submission(model_id, with_scores=True)
+    assert done["job"]["status"] == "done" and done["job"]["finished_at"].endswith("Z")
+    assert done["results"]["performance"] == 75.0
+    assert {"rounds", "slices", "profile", "provenance"} <= set(done["results"])
+    assert len(done["scores"]) == 3
+    assert {"round", "dataset_hash", "variant", "slice", "metric", "value"} <= set(done["scores"][0])
+    assert queries.job_counts() == {"done": 1}
+
+
+def test_queries_leaderboard_rows_keep_each_models_newest_result(
+    store: JobStore, db: Database
+) -> None:
+    queries = Queries(db)
+    first, job1 = store.submit("sentiment", "a", RUNTIME)
+    second, job2 = store.submit("sentiment", "b", RUNTIME)
+    store.submit("sentiment", "queued-only", RUNTIME)
+    store.claim("w", 60)
+    store.finish(job1, "w", result(60.0))
+    store.claim("w", 60)
+    store.finish(job2, "w", result(70.0))
+    rows = {row["name"]: row for row in queries.leaderboard_rows("sentiment")}
+    assert set(rows) == {"a", "b"}
+    assert rows["a"]["performance"] == 60.0 and rows["b"]["model_id"] == second
+    assert rows["a"]["rounds"][0]["round"] == "r1"
+    assert len(queries.submissions("sentiment")) == 3
+    assert len(queries.submissions("sentiment", limit=1)) == 1
+    assert queries.submissions("nli") == []
+    assert first != second
