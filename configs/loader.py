@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +24,7 @@ from configs.schema import (
     TaskSpec,
 )
 from evaluator.runtime import Limits
+from perturbations.perturbation import perturbation_names
 
 CONFIG_DIR = Path(__file__).resolve().parent
 TASKS_DIR = CONFIG_DIR / "tasks"
@@ -54,7 +56,8 @@ def load_task(path: str | Path, config_dir: Path | None = None) -> TaskSpec:
 def load_tasks(tasks_dir: Path = TASKS_DIR) -> dict[str, TaskSpec]:
     """Every task under ``tasks_dir`` by name; a broken file raises, duplicates raise."""
     tasks: dict[str, TaskSpec] = {}
-    for path in sorted(tasks_dir.glob("*.yaml")):
+    # .yml files count too: a task file must never be skipped because of its suffix.
+    for path in sorted([*tasks_dir.glob("*.yaml"), *tasks_dir.glob("*.yml")]):
         task = load_task(path, tasks_dir.parent)
         if task.name in tasks:
             raise ConfigError(str(path), "name", f"duplicate task name {task.name!r}")
@@ -208,7 +211,7 @@ class _TaskParser:
             raise self.fail(
                 field, f"unknown key {sorted(set(spec) - {'name', 'datasets', 'weight'})[0]!r}"
             )
-        name = str(spec.get("name", ""))
+        name = self.text(spec.get("name"), f"{field}.name")  # a string: 012 is not 10
         if not _ROUND.match(name):
             raise self.fail(
                 f"{field}.name", "must be a short name (letters, digits, '_', '-', '.')"
@@ -233,10 +236,20 @@ class _TaskParser:
     def perturbations(self, value: Any, axis: str) -> tuple[PerturbationSpec, ...]:
         if not isinstance(value, list):
             raise self.fail(f"perturbations.{axis}", "must be a list")
-        return tuple(
+        specs = tuple(
             self.dataclass_of(PerturbationSpec, item, f"perturbations.{axis}[{i}]")
             for i, item in enumerate(value)
         )
+        known = perturbation_names()
+        for i, spec in enumerate(specs):
+            if spec.name not in known:
+                close = difflib.get_close_matches(spec.name, known, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise self.fail(
+                    f"perturbations.{axis}[{i}].name",
+                    f"unknown perturbation {spec.name!r}{hint} (known: {', '.join(known)})",
+                )
+        return specs
 
     def weights(self, value: Any) -> dict[str, float]:
         spec = self.mapping(value, "weights")
@@ -256,17 +269,23 @@ class _TaskParser:
     def dataclass_of(self, cls: type, value: Any, field: str) -> Any:
         spec = self.mapping(value, field)
         known = {f.name: f for f in dataclasses.fields(cls)}
+        for key, known_field in known.items():
+            if known_field.default is dataclasses.MISSING and key not in spec:
+                raise self.fail(f"{field}.{key}", "missing")
         for key, item in spec.items():
             if key not in known:
                 raise self.fail(f"{field}.{key}", f"unknown key (allowed: {', '.join(known)})")
             default = known[key].default
             expected = type(default) if default is not dataclasses.MISSING else str
+            # Limits and durations must be > 0: a 0 s timeout or a 0 MiB tmpfs means no limit.
+            positive = cls is Limits or expected is float
             if expected is float and isinstance(item, int) and not isinstance(item, bool):
-                continue
+                item = float(item)
             if (
                 not isinstance(item, expected)
                 or isinstance(item, bool)
-                or (isinstance(item, int | float) and item < 0)
+                or (isinstance(item, int | float) and (item <= 0 if positive else item < 0))
             ):
-                raise self.fail(f"{field}.{key}", f"must be a {expected.__name__} >= 0")
+                bound = "> 0" if positive else ">= 0"
+                raise self.fail(f"{field}.{key}", f"must be a {expected.__name__} {bound}")
         return cls(**spec)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,7 @@ class DockerRuntime(Runtime):
         self._final_state: dict[str, Any] | None = None
         self._peak_bytes = 0
         self._peak_pids = 0
+        self._hard_stopped = False
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> Endpoint:
@@ -135,9 +137,13 @@ class DockerRuntime(Runtime):
         }
 
     def _arm_watchdog(self) -> None:
-        self._watchdog = threading.Timer(self.hard_timeout_s, self.stop)
+        self._watchdog = threading.Timer(self.hard_timeout_s, self._hard_stop)
         self._watchdog.daemon = True
         self._watchdog.start()
+
+    def _hard_stop(self) -> None:
+        self._hard_stopped = True
+        self.stop()
 
     def stop(self) -> None:
         """Keep the log tail and exit state, then remove model, guard and network. Idempotent."""
@@ -173,6 +179,18 @@ class DockerRuntime(Runtime):
         except NotFound:
             return self._final_state
 
+    def _settled_state(self, wait_s: float = 1.0) -> dict[str, Any] | None:
+        """The state, waiting briefly while the engine has not yet recorded a dead PID 1."""
+        deadline = time.monotonic() + wait_s
+        state = self._state()
+        while state and state.get("Running") and time.monotonic() < deadline:
+            pid = int(state.get("Pid") or 0)
+            if not pid or Path(f"/proc/{pid}").exists():
+                break
+            time.sleep(0.05)
+            state = self._state()
+        return state
+
     def alive(self) -> bool:
         if self.container_id is None:
             return False
@@ -181,7 +199,12 @@ class DockerRuntime(Runtime):
 
     def exit_reason(self) -> tuple[str, str] | None:
         """Why the model died or stopped answering: OOM, pids, disk, or its exit code."""
-        state = self._state()
+        if self._hard_stopped:
+            return (
+                FailureCode.TOTAL_TIMEOUT.value,
+                f"the sandbox's hard wall-clock limit of {self.hard_timeout_s:.0f} s was reached",
+            )
+        state = self._settled_state()
         if state is None:
             return None
         running = bool(state.get("Running"))
@@ -212,8 +235,14 @@ class DockerRuntime(Runtime):
     def _cgroup_file(self, controller: str, name: str) -> Path | None:
         if self.container_id is None:
             return None
-        path = CGROUP_ROOT / controller / "docker" / self.container_id / name
-        return path if path.exists() else None
+        for group in (
+            "docker/" + self.container_id,
+            f"system.slice/docker-{self.container_id}.scope",
+        ):
+            path = CGROUP_ROOT / controller / group / name
+            if path.exists():
+                return path
+        return None  # cgroup v2 or another layout: callers fall back to the API
 
     def _cgroup_int(self, controller: str, name: str, key: str | None = None) -> int:
         path = self._cgroup_file(controller, name)

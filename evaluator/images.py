@@ -82,8 +82,8 @@ def check_size(
     )
 
 
-def inspect_tarball(path: str | os.PathLike[str], limits: Limits) -> list[str]:
-    """Check a ``docker save`` tarball without loading it; returns the tags it carries.
+def inspect_tarball(path: str | os.PathLike[str], limits: Limits) -> tuple[str, list[str]]:
+    """Check a ``docker save`` tarball without loading it: (image ID, tags it carries).
 
     Size over the limit → IMAGE_TOO_LARGE; not a tar, no manifest.json, more than one image,
     or missing members → IMAGE_NOT_LOADABLE.
@@ -126,7 +126,8 @@ def inspect_tarball(path: str | os.PathLike[str], limits: Limits) -> list[str]:
         raise EvaluationError(
             not_loadable, f"the tarball is incomplete: missing {missing[:3] or 'layers'}"
         )
-    return [tag for tag in entry.get("RepoTags") or [] if isinstance(tag, str)]
+    image_id = "sha256:" + Path(entry["Config"]).name.removesuffix(".json")
+    return image_id, [tag for tag in entry.get("RepoTags") or [] if isinstance(tag, str)]
 
 
 def load_tarball(
@@ -138,7 +139,8 @@ def load_tarball(
     upload named ``dynaeval/python-base:latest`` cannot replace the platform's images.
     """
     client = _client(client)
-    tags = inspect_tarball(path, limits)
+    image_id, tags = inspect_tarball(path, limits)
+    existed = _present(client, image_id)
     previous: dict[str, str] = {}
     for tag in tags:
         with contextlib.suppress(ImageNotFound, APIError):
@@ -157,8 +159,16 @@ def load_tarball(
             FailureCode.IMAGE_NOT_LOADABLE, f"loading gave {len(loaded)} images, expected one"
         )
     ref = image_ref(loaded[0].id, client)
-    check_size(ref, limits, client, remove=True)
+    check_size(ref, limits, client, remove=not existed)
     return ref
+
+
+def _present(client: docker.DockerClient, image: str) -> bool:
+    try:
+        client.images.get(image)
+    except (ImageNotFound, APIError):
+        return False
+    return True
 
 
 def _restore_tags(client: docker.DockerClient, previous: dict[str, str]) -> None:
@@ -174,6 +184,7 @@ def pull(reference: str, limits: Limits, client: docker.DockerClient | None = No
     repository, tag = parse_repository_tag(reference)
     if not tag:
         tag = "latest"
+    existed = _present(client, reference)
     try:
         image = client.images.pull(repository, tag=tag)
     except (APIError, DockerException) as exc:
@@ -181,8 +192,14 @@ def pull(reference: str, limits: Limits, client: docker.DockerClient | None = No
             FailureCode.IMAGE_NOT_LOADABLE, f"could not pull {reference!r}: {exc}"
         ) from None
     ref = image_ref(image.id, client)
-    check_size(ref, limits, client, remove=True)
+    check_size(ref, limits, client, remove=not existed and not _shared(client, ref, reference))
     return ref
+
+
+def _shared(client: docker.DockerClient, ref: ImageRef, reference: str) -> bool:
+    """Whether the image also carries tags other than ``reference`` (then keep it)."""
+    name = reference if ":" in reference.rsplit("/", 1)[-1] else f"{reference}:latest"
+    return any(tag != name for tag in ref.tags)
 
 
 def build_directory(

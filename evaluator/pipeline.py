@@ -216,12 +216,22 @@ class Evaluation:
     def predict_batch(self, batch: Sequence[Example]) -> list[Prediction]:
         remaining = self.remaining()
         if remaining <= 0:
-            raise EvaluationError(
-                FailureCode.TOTAL_TIMEOUT,
-                f"the evaluation exceeded its wall-clock budget of {self.task.limits.total_s:.0f} s",
-            )
+            raise self.total_timeout()
         assert self.client is not None
-        return self.client.predict(batch, timeout=min(self.task.limits.request_s, remaining))
+        timeout = min(self.task.limits.request_s, remaining)
+        try:
+            return self.client.predict(batch, timeout=timeout)
+        except EvaluationError as exc:
+            # A request cut short by the wall-clock budget is the budget's timeout, not its own.
+            if exc.code is FailureCode.REQUEST_TIMEOUT and timeout < self.task.limits.request_s:
+                raise self.total_timeout() from None
+            raise
+
+    def total_timeout(self) -> EvaluationError:
+        return EvaluationError(
+            FailureCode.TOTAL_TIMEOUT,
+            f"the evaluation exceeded its wall-clock budget of {self.task.limits.total_s:g} s",
+        )
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,10 +53,13 @@ class ProcessRuntime(Runtime):
         self._proc: subprocess.Popen[bytes] | None = None
         # The log outlives stop() so the failure report can quote it; closed with the runtime.
         self._log = tempfile.TemporaryFile(prefix="dynaeval-model-log-")  # noqa: SIM115
+        weakref.finalize(self, self._log.close)
         self.port: int | None = None
+        self._stopped = False
 
     def start(self) -> Endpoint:
         self.port = free_port()
+        self._stopped = False
         env = {**os.environ, **self.extra_env, "PORT": str(self.port), "PYTHONUNBUFFERED": "1"}
         self._proc = subprocess.Popen(  # noqa: S603 - the command is the trusted local model
             self.command,
@@ -104,7 +108,11 @@ class ProcessRuntime(Runtime):
 
     def stop(self) -> None:
         proc = self._proc
-        if proc is None or proc.poll() is not None:
+        if proc is None or self._stopped:
+            return
+        self._stopped = True
+        if proc.poll() is not None:  # the leader died: its children may still run in the group
+            self._reap_group(proc.pid)
             return
         for sig, wait_s in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
             try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +37,10 @@ class ModelClient:
 
     # -- connection -------------------------------------------------------------------------
     def _connection(self, timeout: float) -> http.client.HTTPConnection:
+        if self._conn is not None and _dropped(self._conn):
+            # The model closed an idle keep-alive connection (uvicorn does after 5 s, and
+            # perturbing a round can take longer): open a new one rather than call it a crash.
+            self.close()
         if self._conn is None:
             self._conn = http.client.HTTPConnection(
                 self.endpoint.host, self.endpoint.port, timeout=timeout
@@ -64,7 +69,7 @@ class ModelClient:
         except TimeoutError:
             self.close()
             raise EvaluationError(
-                FailureCode.REQUEST_TIMEOUT, f"{method} {path} got no reply within {timeout:.0f} s"
+                FailureCode.REQUEST_TIMEOUT, f"{method} {path} got no reply within {timeout:g} s"
             ) from None
         except (OSError, http.client.HTTPException) as exc:
             self.close()
@@ -76,12 +81,14 @@ class ModelClient:
         limit = self.limits.max_reply_bytes
         length = response.getheader("Content-Length")
         if length is not None and length.isdigit() and int(length) > limit:
+            response.close()  # the response holds the socket's file: close both
             self.close()
             raise EvaluationError(
                 FailureCode.REPLY_TOO_LARGE, f"reply of {length} bytes exceeds {limit} bytes"
             )
         data = response.read(limit + 1)
         if len(data) > limit:
+            response.close()
             self.close()
             raise EvaluationError(FailureCode.REPLY_TOO_LARGE, f"reply exceeds {limit} bytes")
         if response.will_close:
@@ -100,7 +107,7 @@ class ModelClient:
                 return time.monotonic() - started
             time.sleep(_POLL_S)
         raise EvaluationError(
-            FailureCode.NEVER_HEALTHY, f"the model was not ready within {budget_s:.0f} s"
+            FailureCode.NEVER_HEALTHY, f"the model was not ready within {budget_s:g} s"
         )
 
     def _ready_once(self, timeout: float) -> bool:
@@ -158,6 +165,15 @@ class ModelClient:
         return reply["predictions"]
 
 
+def _dropped(conn: http.client.HTTPConnection) -> bool:
+    """Whether the peer closed an idle connection: readable before a request means EOF."""
+    if conn.sock is None:
+        return True
+    poller = select.poll()  # poll, not select: worker processes may hold fds above 1024
+    poller.register(conn.sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 def validate_predictions(
     task: TaskSpec, examples: Sequence[Example], items: list[Any], *, keyed: bool
 ) -> list[Prediction]:
@@ -196,7 +212,7 @@ def validate_predictions(
 def _raise_uid_mismatch(examples: Sequence[Example], items: list[Any], position: int) -> None:
     sent = [e.uid for e in examples]
     got = [item.get("uid") if isinstance(item, dict) else None for item in items]
-    if sorted(map(str, got)) == sorted(sent):
+    if all(isinstance(uid, str) for uid in got) and sorted(got) == sorted(sent):
         raise EvaluationError(
             FailureCode.WRONG_ORDER, f"predictions are not in the order sent (position {position})"
         )

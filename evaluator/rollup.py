@@ -30,16 +30,17 @@ def _round_row(task: TaskSpec, round_name: str, scores: Sequence[Score]) -> dict
     }
     if len(perf) == 1:
         row["performance_ci"] = [perf[0].ci_low, perf[0].ci_high]
+    agreements = [s for s in mine if s.key.metric == AGREEMENT]
     for axis in ("robustness", "fairness"):
-        pooled = [s for s in mine if s.key.variant == axis and s.key.metric == AGREEMENT]
+        # The pooled axis score has no variant version; the "fairness" perturbation shares
+        # its variant name, so without this check fairness_n counted its examples twice.
+        pooled = [s for s in agreements if s.key.variant == axis and not s.key.variant_version]
         row[axis] = _weighted_mean([(s.value, s.n) for s in pooled])
         row[f"{axis}_n"] = sum(s.n for s in pooled)
-    variants = {s.key.variant for s in mine if s.key.metric == AGREEMENT and s.key.variant_version}
+    per_variant = [s for s in agreements if s.key.variant_version]
     row["variants"] = {
-        name: _weighted_mean(
-            [(s.value, s.n) for s in mine if s.key.variant == name and s.key.metric == AGREEMENT]
-        )
-        for name in sorted(variants)
+        name: _weighted_mean([(s.value, s.n) for s in per_variant if s.key.variant == name])
+        for name in sorted({s.key.variant for s in per_variant})
     }
     return row
 

@@ -9,12 +9,14 @@ Dynaeval-managed object may exist that did not exist before.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import shutil
 import socket
 import subprocess
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,22 +29,28 @@ TEST_LABEL = "dynaeval.test"
 
 
 def _docker_client():
-    try:
-        import docker
+    """A pinged client, or a sentence saying why there is none."""
+    import docker
 
-        client = docker.from_env(timeout=120)
-        client.ping()
-        return client
-    except Exception as exc:  # any failure here means "no engine": skip, do not error
-        return exc
+    # The SDK leaks its socket when the engine is absent; drop it here, not in a later test.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        try:
+            client = docker.from_env(timeout=120)
+            client.ping()
+            return client
+        except Exception as exc:  # any failure here means "no engine": skip, do not error
+            reason = f"{type(exc).__name__}: {exc}"
+        gc.collect()
+    return reason
 
 
 @pytest.fixture(scope="session")
 def docker_client():
     """A client for the local engine; skips the test when none answers."""
     client = _docker_client()
-    if isinstance(client, Exception):
-        pytest.skip(f"no Docker engine answers ({type(client).__name__}: {client})")
+    if isinstance(client, str):
+        pytest.skip(f"no Docker engine answers ({client})")
     return client
 
 
@@ -202,16 +210,18 @@ def registry(docker_client, tmp_path_factory) -> Iterator[str]:
         f"storage: {{filesystem: {{rootdirectory: {root / 'data'}}}, delete: {{enabled: true}}}}\n"
         f"http: {{addr: '127.0.0.1:{port}'}}\n"
     )
-    proc = subprocess.Popen(
-        [binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    log = root / "registry.log"
+    with open(log, "wb") as log_handle:
+        proc = subprocess.Popen(
+            [binary, "serve", str(config)], stdout=log_handle, stderr=subprocess.STDOUT
+        )
     try:
         deadline = time.monotonic() + 20
         while True:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
                 break
             if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"docker-registry did not start: {proc.stderr.read()[-500:]!r}")
+                pytest.fail(f"docker-registry did not start: {log.read_text()[-500:]}")
             time.sleep(0.05)
         yield f"127.0.0.1:{port}"
     finally:

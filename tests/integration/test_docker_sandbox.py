@@ -105,7 +105,9 @@ def test_no_default_route(sandboxed):
     assert rows, "expected the internal subnet's route"
     assert all(row[1] != "00000000" for row in rows), routes
     code, routes6 = exec_in(sandboxed, "cat", "/proc/net/ipv6_route")
-    assert all(not line.startswith("0" * 32 + " 00 ") or " lo" in line for line in routes6.splitlines())
+    assert all(
+        not line.startswith("0" * 32 + " 00 ") or " lo" in line for line in routes6.splitlines()
+    )
 
 
 def test_cannot_reach_host_listener(sandboxed, docker_client, host_listener):
@@ -228,7 +230,9 @@ def test_cpu_and_pids_limits(sandboxed, docker_client):
 
 
 def test_read_only_root_and_capped_tmp(sandboxed, docker_client):
-    assert docker_client.api.inspect_container(sandboxed.container_id)["HostConfig"]["ReadonlyRootfs"]
+    assert docker_client.api.inspect_container(sandboxed.container_id)["HostConfig"][
+        "ReadonlyRootfs"
+    ]
     source = (
         "import errno\n"
         "for path in ('/etc/dynaeval-probe', '/var/tmp/dynaeval-probe'):\n"
@@ -349,6 +353,7 @@ def test_watchdog_removes_a_forgotten_sandbox(docker_client, example_image, owne
     while docker_client.containers.list(all=True, filters=selector):
         assert time.monotonic() < deadline, "the watchdog did not remove the sandbox"
         time.sleep(0.2)
+    assert runtime.exit_reason()[0] == "total_timeout"
     runtime.stop()
 
 

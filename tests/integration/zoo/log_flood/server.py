@@ -3,7 +3,7 @@
 import sys
 
 line = "flood " + "x" * 1017 + "\n"
-for i in range(32 * 1024):
+for _ in range(32 * 1024):
     sys.stdout.write(line)
 sys.stdout.write("flood done: exiting with code 4\n")
 sys.stdout.flush()

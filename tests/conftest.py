@@ -1,0 +1,157 @@
+"""Shared fixtures: stdlib test servers on loopback, a temp data dir, the small ``toy`` task.
+
+The ``toy`` task lives in ``tests/fixtures/configs`` (a task YAML and two JSONL rounds named
+``alpha`` and ``r12``); ``config_dir`` copies it beside the shipped ``defaults.yaml`` into a
+temp folder, so adding a task is adding files, as for an operator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from configs.loader import CONFIG_DIR, load_tasks
+from configs.schema import TaskSpec
+from evaluator.process_runtime import free_port
+from evaluator.runtime import Endpoint
+from store.blobs import LocalBlobStore
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SERVERS = FIXTURES / "servers"
+V1_SERVER = SERVERS / "v1_server.py"
+DYNALAB2_SERVER = SERVERS / "dynalab2_server.py"
+START_TIMEOUT_S = 10.0
+
+
+def server_command(script: Path, *args: str) -> list[str]:
+    """The command line running a fixture server with this interpreter."""
+    return [sys.executable, str(script), *args]
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0, what: str = "") -> None:
+    """Poll ``condition`` until it holds; fail the test (never hang) when it does not."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what or condition}")
+
+
+def gone(pid: int) -> bool:
+    """True once ``pid`` no longer runs (a zombie awaiting its reaper counts as gone)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def with_limits(task: TaskSpec, **limits: Any) -> TaskSpec:
+    """``task`` with some of its limits changed."""
+    return replace(task, limits=replace(task.limits, **limits))
+
+
+@dataclass
+class Server:
+    """A fixture server started by ``run_server``."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    def endpoint(self, protocol: str = "v1") -> Endpoint:
+        return Endpoint("127.0.0.1", self.port, protocol)
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture
+def run_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
+    """``run_server(script, *args, wait=True)`` starts a stdlib server on a free loopback port
+    (``$PORT``), waits until it accepts connections, and kills its process group afterwards."""
+    started: list[Server] = []
+
+    def start(script: Path, *args: str, wait: bool = True) -> Server:
+        port = free_port()
+        log_path = tmp_path / f"server-{len(started)}.log"
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                server_command(script, *args),
+                env={**os.environ, "PORT": str(port), "PYTHONUNBUFFERED": "1"},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        server = Server(proc, port, log_path)
+        started.append(server)
+        if wait:
+            wait_until(
+                lambda: proc.poll() is not None or _accepts(port),
+                START_TIMEOUT_S,
+                f"{script.name} {args} to listen",
+            )
+            assert proc.poll() is None, server.log()
+        return server
+
+    yield start
+    for server in started:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.proc.pid, signal.SIGKILL)
+        server.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh ``$DYNAEVAL_DATA_DIR`` for this test."""
+    path = tmp_path / "data"
+    path.mkdir()
+    monkeypatch.setenv("DYNAEVAL_DATA_DIR", str(path))
+    return path
+
+
+@pytest.fixture
+def blobs(data_dir: Path) -> LocalBlobStore:
+    """A blob store under the temp data dir (perturbed sets are cached here)."""
+    return LocalBlobStore(data_dir / "blobs")
+
+
+def make_config_dir(target: Path) -> Path:
+    """The shipped defaults plus the fixture task and its datasets, copied under ``target``."""
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy(CONFIG_DIR / "defaults.yaml", target / "defaults.yaml")
+    shutil.copytree(FIXTURES / "configs" / "tasks", target / "tasks")
+    shutil.copytree(FIXTURES / "configs" / "datasets", target / "datasets")
+    return target
+
+
+@pytest.fixture
+def config_dir(tmp_path: Path) -> Path:
+    """A config dir holding only the ``toy`` test task."""
+    return make_config_dir(tmp_path / "configs")
+
+
+@pytest.fixture
+def toy_task(config_dir: Path) -> TaskSpec:
+    """The ``toy`` task: inputs premise + claim, labels yes/no/maybe, rounds alpha and r12."""
+    return load_tasks(config_dir / "tasks")["toy"]

@@ -1,0 +1,260 @@
+"""The whole pipeline on the two-round ``toy`` task with a deterministic rule model.
+
+The rule model answers "yes" when the claim holds the word "she", else "no", so every number
+can be worked out by hand from tests/fixtures/configs/datasets/toy:
+* alpha: 15 of 20 right (75.0); the gender swap changes 10 claims, 4 keep their answer (40.0)
+* r12:   12 of 20 right (60.0); the gender swap changes 5 claims, 4 keep their answer (80.0)
+* rounds weigh 1 (alpha) and 3 (r12): performance 63.75, fairness 70.0.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from configs.loader import load_tasks
+from configs.schema import TaskSpec
+from evaluator.datasets import load_examples
+from evaluator.errors import FailureCode
+from evaluator.perturbed_sets import dataset_hash
+from evaluator.pipeline import run_evaluation
+from evaluator.process_runtime import ProcessRuntime
+from evaluator.results import EvaluationResult
+from store.blobs import LocalBlobStore
+from tests.conftest import V1_SERVER, make_config_dir, server_command, with_limits
+
+ROUNDS = ["alpha", "r12"]
+
+
+def rule(claim: str) -> str:
+    return "yes" if "she" in re.findall(r"[a-z]+", claim.lower()) else "no"
+
+
+@dataclass
+class Run:
+    task: TaskSpec
+    config_dir: Path
+    result: EvaluationResult
+    record: Path
+    predictions: Path
+    progress: list[tuple[float, str]]
+
+
+def evaluate(root: Path, config_dir: Path, task: TaskSpec, *extra: str) -> Run:
+    record, predictions = root / "requests.jsonl", root / "predictions"
+    progress: list[tuple[float, str]] = []
+    runtime = ProcessRuntime(server_command(V1_SERVER, "rule", "--record", str(record), *extra))
+    result = run_evaluation(
+        task,
+        runtime,
+        LocalBlobStore(root / "blobs"),
+        config_dir=config_dir,
+        progress=lambda fraction, stage: progress.append((fraction, stage)),
+        save_predictions=predictions,
+    )
+    return Run(task, config_dir, result, record, predictions, progress)
+
+
+@pytest.fixture(scope="module")
+def toy_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    root = tmp_path_factory.mktemp("toy-run")
+    config_dir = make_config_dir(root / "configs")
+    task = load_tasks(config_dir / "tasks")["toy"]
+    run = evaluate(root, config_dir, task)
+    assert run.result.status == "done", run.result.failure
+    return run
+
+
+def saved(run: Run, round_name: str, variant: str) -> list[dict[str, Any]]:
+    path = run.predictions / round_name / "test" / f"{variant}.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+# -- numbers worked out by hand -------------------------------------------------------------
+def test_per_round_performance_is_the_hand_computed_accuracy(toy_run: Run) -> None:
+    rows = {row["round"]: row for row in toy_run.result.rounds}
+    assert list(rows) == ROUNDS
+    assert rows["alpha"]["performance"] == pytest.approx(75.0)
+    assert rows["r12"]["performance"] == pytest.approx(60.0)
+    assert rows["alpha"]["n"] == rows["r12"]["n"] == 20
+    summary = toy_run.result.summary
+    assert summary["performance"] == pytest.approx((75.0 * 1 + 60.0 * 3) / 4)
+    low, high = summary["performance_ci"]
+    assert low <= summary["performance"] <= high
+    assert toy_run.result.summary["metric"] == "accuracy"
+
+
+def test_fairness_counts_only_the_examples_the_swap_changed(toy_run: Run) -> None:
+    rows = {row["round"]: row for row in toy_run.result.rounds}
+    assert rows["alpha"]["fairness"] == pytest.approx(40.0)
+    assert rows["alpha"]["fairness_n"] == 10
+    assert rows["r12"]["fairness"] == pytest.approx(80.0)
+    assert rows["r12"]["fairness_n"] == 5
+    assert rows["alpha"]["variants"]["fairness"] == pytest.approx(40.0)
+    assert toy_run.result.summary["fairness"] == pytest.approx((40.0 * 1 + 80.0 * 3) / 4)
+    counts = {(c["round"], c["variant"]): c for c in toy_run.result.provenance["perturbations"]}
+    assert counts[("alpha", "fairness")]["changed"] == 10
+    assert counts[("r12", "fairness")]["changed"] == 5
+    assert counts[("alpha", "fairness")]["total"] == 20
+
+
+def test_robustness_is_agreement_on_the_changed_examples(toy_run: Run) -> None:
+    rows = {row["round"]: row for row in toy_run.result.rounds}
+    counts = {(c["round"], c["variant"]): c for c in toy_run.result.provenance["perturbations"]}
+    expected = {}
+    for round_name in ROUNDS:
+        original = {row["uid"]: row["prediction"] for row in saved(toy_run, round_name, "original")}
+        typo = saved(toy_run, round_name, "typo")
+        assert (
+            len(typo) == counts[(round_name, "typo")]["changed"] == rows[round_name]["robustness_n"]
+        )
+        assert 0 < len(typo) <= 20
+        for row in typo:  # the saved prediction is the rule applied to the perturbed claim
+            assert row["prediction"] == rule(row["inputs"]["claim"])
+        same = sum(original[row["uid"]] == row["prediction"] for row in typo)
+        expected[round_name] = 100.0 * same / len(typo)
+        assert rows[round_name]["robustness"] == pytest.approx(expected[round_name])
+    summary = toy_run.result.summary["robustness"]
+    assert summary == pytest.approx((expected["alpha"] + 3 * expected["r12"]) / 4)
+
+
+def test_perturbations_only_touch_the_perturb_fields(toy_run: Run) -> None:
+    for round_name in ROUNDS:
+        original = {row["uid"]: row for row in saved(toy_run, round_name, "original")}
+        for variant in ("typo", "fairness"):
+            for row in saved(toy_run, round_name, variant):
+                before = original[row["uid"]]
+                assert row["inputs"]["premise"] == before["inputs"]["premise"]
+                assert row["inputs"]["claim"] != before["inputs"]["claim"]
+                assert row["gold"] == before["gold"]
+
+
+# -- keys, provenance, files ----------------------------------------------------------------
+def test_every_score_has_a_full_unique_key(toy_run: Run) -> None:
+    hashes = toy_run.result.provenance["dataset_hashes"]
+    for round_name in ROUNDS:
+        spec = toy_run.task.round(round_name).datasets[0]
+        examples = load_examples(toy_run.task, spec, toy_run.config_dir)
+        assert hashes[f"{round_name}/test"] == dataset_hash(examples)
+    keys = [score.key for score in toy_run.result.scores]
+    assert len(set(keys)) == len(keys)
+    variants = set()
+    for key in keys:
+        assert key.task == "toy" and key.round in ROUNDS and key.dataset == "test"
+        assert key.dataset_hash == hashes[f"{key.round}/test"]
+        assert key.metric and isinstance(key.seed, int)
+        variants.add((key.variant, key.variant_version))
+        if key.variant in ("typo", "fairness") and key.variant_version:
+            assert key.seed == 0
+    assert ("original", "") in variants
+    assert {"typo", "fairness"} <= {v for v, version in variants if version}
+    slices = {key.slice for key in keys if key.slice}
+    assert slices == {"group=north", "group=south"}
+
+
+def test_provenance_records_versions_runtime_and_limits(toy_run: Run) -> None:
+    provenance = toy_run.result.provenance
+    assert provenance["task_version"] == 1
+    assert provenance["runtime"]["kind"] == "process"
+    assert provenance["limits"]["request_s"] == 5
+    assert provenance["duration_s"] > 0
+
+
+def test_saved_predictions_carry_the_opaque_uids(toy_run: Run) -> None:
+    for round_name in ROUNDS:
+        spec = toy_run.task.round(round_name).datasets[0]
+        uids = [e.uid for e in load_examples(toy_run.task, spec, toy_run.config_dir)]
+        rows = saved(toy_run, round_name, "original")
+        assert [row["uid"] for row in rows] == uids
+        assert all(row["round"] == round_name and row["variant"] == "original" for row in rows)
+        for variant in ("typo", "fairness"):
+            assert set(row["uid"] for row in saved(toy_run, round_name, variant)) <= set(uids)
+    alpha = [row["uid"] for row in saved(toy_run, "alpha", "original")]
+    assert {"007", "alpha/2", "x y", "ünï-5", "1.0", "12"} <= set(alpha)
+
+
+def test_the_model_sees_inputs_only_and_opaque_uids(toy_run: Run) -> None:
+    bodies = [json.loads(line) for line in toy_run.record.read_text().splitlines()]
+    uids: set[str] = set()
+    for body in bodies:
+        assert body["task"] == "toy"
+        assert 0 < len(body["instances"]) <= toy_run.task.batch_size
+        for instance in body["instances"]:
+            assert set(instance) == {"uid", "premise", "claim"}
+            assert isinstance(instance["uid"], str)
+            uids.add(instance["uid"])
+    assert {"007", "0012", "12", "x y", "alpha/2"} <= uids
+
+
+def test_profile_has_positive_throughput_and_memory(toy_run: Run) -> None:
+    summary, profile = toy_run.result.summary, toy_run.result.profile
+    assert summary["throughput"] > 0 and profile["throughput"]["examples"] >= 16
+    assert profile["throughput"]["batches"] >= 3
+    assert summary["memory"] > 0 and summary["memory_peak"] >= summary["memory"]
+    assert profile["ready_s"] >= 0
+
+
+def test_progress_goes_forward_and_ends_at_one(toy_run: Run) -> None:
+    fractions = [fraction for fraction, _ in toy_run.progress]
+    assert fractions == sorted(fractions)
+    assert fractions[0] == 0.0 and fractions[-1] == 1.0
+    assert any("round r12" in stage for _, stage in toy_run.progress)
+
+
+def test_the_result_is_json_ready(toy_run: Run) -> None:
+    data = json.loads(json.dumps(toy_run.result.to_dict(), allow_nan=False))
+    assert data["status"] == "done" and data["failure"] is None
+    assert len(data["scores"]) == len(toy_run.result.scores)
+
+
+# -- determinism and budgets ----------------------------------------------------------------
+def test_evaluating_twice_gives_identical_scores(toy_run: Run, tmp_path: Path) -> None:
+    config_dir = make_config_dir(tmp_path / "configs")
+    again = evaluate(tmp_path, config_dir, load_tasks(config_dir / "tasks")["toy"])
+    assert again.result.status == "done", again.result.failure
+    assert [s.to_dict() for s in again.result.scores] == [
+        s.to_dict() for s in toy_run.result.scores
+    ]
+    assert again.result.rounds == toy_run.result.rounds
+    for variant in ("original", "typo", "fairness"):
+        assert saved(again, "alpha", variant) == saved(toy_run, "alpha", variant)
+
+
+def test_a_total_budget_cut_ends_in_total_timeout(
+    toy_task: TaskSpec, config_dir: Path, blobs: LocalBlobStore
+) -> None:
+    """A model that never answers, with a request budget longer than the whole budget."""
+    task = with_limits(toy_task, request_s=30, total_s=1.5)
+    runtime = ProcessRuntime(server_command(V1_SERVER, "hang"))
+    result = run_evaluation(task, runtime, blobs, config_dir=config_dir)
+    assert result.failure is not None
+    assert result.failure.code == FailureCode.TOTAL_TIMEOUT.value, result.failure
+    assert "1.5 s" in result.failure.message
+    assert not runtime.alive()
+
+
+def test_a_platform_fault_is_a_platform_error_not_the_models(
+    toy_task: TaskSpec, config_dir: Path, blobs: LocalBlobStore
+) -> None:
+    (config_dir / "datasets" / "toy" / "r12.jsonl").write_text("not json\n")
+    runtime = ProcessRuntime(server_command(V1_SERVER, "rule"))
+    result = run_evaluation(toy_task, runtime, blobs, config_dir=config_dir)
+    assert result.failure is not None
+    assert result.failure.code == FailureCode.PLATFORM_ERROR.value
+    assert not result.failure.user_caused
+    assert "r12.jsonl:1" in result.failure.message
+    assert not runtime.alive()
+
+
+def test_a_start_failure_is_reported(
+    toy_task: TaskSpec, config_dir: Path, blobs: LocalBlobStore, tmp_path: Path
+) -> None:
+    runtime = ProcessRuntime([str(tmp_path / "no-such-model")])
+    result = run_evaluation(toy_task, runtime, blobs, config_dir=config_dir)
+    assert result.failure is not None
+    assert result.failure.code == FailureCode.START_FAILED.value
