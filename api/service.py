@@ -21,7 +21,7 @@ from store.blobs import BlobStore, LocalBlobStore
 from store.db import Database, default_data_dir, default_database_url
 from store.jobs import JobStore
 from store.queries import Queries
-from worker.worker import Worker
+from worker.worker import Worker, default_worker_id
 
 log = logging.getLogger(__name__)
 REPO_ROOT = CONFIG_DIR.parent
@@ -71,7 +71,7 @@ class Service:
         """Run ``count`` embedded workers in daemon threads."""
         for index in range(count):
             worker = Worker(self.store, self.blobs, self.tasks, config_dir=self.config_dir,
-                            **options)  # fmt: skip
+                            worker_id=default_worker_id(f"embedded-{index}"), **options)  # fmt: skip
             thread = threading.Thread(target=worker.work, name=f"worker-{index}", daemon=True)
             thread.start()
             self.workers.append(worker)

@@ -45,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = sub.add_parser("worker", help="run a worker against the configured database")
     worker.add_argument("--burst", action="store_true", help="drain the queue, then exit")
+    worker.add_argument(
+        "--name",
+        default="worker",
+        help="unique per concurrent worker on this host; a restarted worker "
+        "with the same name removes its predecessor's leftover containers",
+    )
 
     tasks = sub.add_parser("tasks", help="list the tasks")
     tasks.add_argument("--json", action="store_true")

@@ -200,9 +200,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     service = _service()
-    from worker.worker import Worker
+    from worker.worker import Worker, default_worker_id
 
-    worker = Worker(service.store, service.blobs, service.tasks)
+    worker = Worker(service.store, service.blobs, service.tasks,
+                    worker_id=default_worker_id(args.name))  # fmt: skip
     stats = worker.work(burst=args.burst)
     print(f"worker {worker.worker_id}: {stats.done} done, {stats.failed} failed, "
           f"{stats.requeued} requeued", flush=True)  # fmt: skip

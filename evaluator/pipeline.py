@@ -25,7 +25,7 @@ from evaluator.prediction_log import PredictionLog
 from evaluator.profiling import MemorySampler, profile_throughput
 from evaluator.protocol import ModelClient
 from evaluator.provenance import code_version
-from evaluator.results import EvaluationResult, Failure, Score, ScoreKey
+from evaluator.results import EvaluationResult, Failure, Score, ScoreKey, pooled_variant
 from evaluator.rollup import summarise
 from evaluator.runtime import Runtime
 from evaluator.types import Example, Prediction
@@ -145,7 +145,9 @@ class Evaluation:
             for run in runs:
                 scores += scoring.variant_scores(self.task, base, by_uid, run)
             value, n = scoring.pooled_agreement(self.task, by_uid, runs)
-            key = ScoreKey(self.task.name, round_spec.name, dataset.name, digest, axis)
+            key = ScoreKey(
+                self.task.name, round_spec.name, dataset.name, digest, pooled_variant(axis)
+            )
             scores.append(Score(_with_metric(key, scoring.AGREEMENT), value, n))
         return scores
 

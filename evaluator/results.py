@@ -7,6 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ORIGINAL = "original"
+POOLED = "pooled:"  # variant prefix of an axis pooled over its perturbations
+
+
+def pooled_variant(axis: str) -> str:
+    """The variant name of an axis pooled over all its perturbations (never a perturbation's
+    own name: a perturbation may be called like its axis, e.g. "fairness")."""
+    return POOLED + axis
 
 
 @dataclass(frozen=True)

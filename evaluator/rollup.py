@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from configs.schema import TaskSpec
-from evaluator.results import ORIGINAL, Score
+from evaluator.results import ORIGINAL, POOLED, Score, pooled_variant
 from evaluator.scoring import AGREEMENT
 from metrics.bootstrap import interval_of
 
@@ -32,12 +32,10 @@ def _round_row(task: TaskSpec, round_name: str, scores: Sequence[Score]) -> dict
         row["performance_ci"] = [perf[0].ci_low, perf[0].ci_high]
     agreements = [s for s in mine if s.key.metric == AGREEMENT]
     for axis in ("robustness", "fairness"):
-        # The pooled axis score has no variant version; the "fairness" perturbation shares
-        # its variant name, so without this check fairness_n counted its examples twice.
-        pooled = [s for s in agreements if s.key.variant == axis and not s.key.variant_version]
+        pooled = [s for s in agreements if s.key.variant == pooled_variant(axis)]
         row[axis] = _weighted_mean([(s.value, s.n) for s in pooled])
         row[f"{axis}_n"] = sum(s.n for s in pooled)
-    per_variant = [s for s in agreements if s.key.variant_version]
+    per_variant = [s for s in agreements if not s.key.variant.startswith(POOLED)]
     row["variants"] = {
         name: _weighted_mean([(s.value, s.n) for s in per_variant if s.key.variant == name])
         for name in sorted({s.key.variant for s in per_variant})

@@ -172,6 +172,9 @@ class JobStore:
                 return False
             check_transition(job.status, JobStatus.DONE)
             session.add_all(_score_rows(job, result))
+            image_id = (result.provenance.get("runtime") or {}).get("image_id")
+            if image_id:  # pin the model to the exact image its scores came from
+                session.get(ModelRow, job.model_id).image_id = image_id
             session.add(
                 ResultRow(
                     job_id=job.id,

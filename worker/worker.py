@@ -4,10 +4,8 @@ store the outcome in one transaction, go on. Readable top to bottom, like rq's `
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +24,11 @@ from worker.job import JobStatus
 log = logging.getLogger(__name__)
 
 
-def default_worker_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+def default_worker_id(name: str = "worker") -> str:
+    """``<host>-<name>``: stable across restarts, so a restarted worker finds and removes the
+    containers its previous life left behind. Concurrent workers on one host need distinct
+    names."""
+    return f"{socket.gethostname()}-{name}"
 
 
 @dataclass

@@ -236,23 +236,22 @@ def test_dynalab2_app_ships_the_same_lexicon_and_scorer() -> None:
         assert (app_dir / name).read_bytes() == (MODELS / "sentiment_lexicon" / name).read_bytes()
 
 
-def test_dynalab2_app_speaks_the_dynabench_dialect(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("fastapi")
-    pytest.importorskip("httpx")  # fastapi.testclient needs it
-    from fastapi.testclient import TestClient
+def test_dynalab2_app_scores_like_the_v1_lexicon_model(tmp_path: Path) -> None:
+    """The FastAPI app, served by uvicorn and evaluated in the Dynalab 2.0 dialect, gives
+    the same sentiment results as the protocol-v1 model sharing its lexicon and scorer."""
+    from configs.loader import CONFIG_DIR, load_task
+    from evaluator.pipeline import run_evaluation
+    from evaluator.process_runtime import ProcessRuntime
+    from store.blobs import LocalBlobStore
 
-    monkeypatch.syspath_prepend(str(MODELS / "dynalab2_sentiment"))
-    for mod in [m for m in sys.modules if m == "app" or m.startswith("app.")]:
-        monkeypatch.delitem(sys.modules, mod)
-    from app.main import app  # type: ignore[import-not-found]
-
-    client = TestClient(app)
-    assert client.get("/openapi.json").status_code == 200
-    samples = [{"statement": s["statement"]} for s in SENTIMENT]
-    resp = client.post("/model/batch_evaluation", json={"dataset_samples": samples})
-    assert resp.status_code == 200
-    rows = resp.json()
-    assert [r["label"] for r in rows] == ["positive", "negative", "neutral"]
-    assert all(set(r["prob"]) == LABELS["sentiment"] for r in rows)
-    resp = client.post("/model/single_evaluation", json=samples[0])
-    assert resp.status_code == 200 and resp.json()["label"] == "positive"
+    task = load_task(CONFIG_DIR / "tasks" / "sentiment.yaml")
+    blobs = LocalBlobStore(tmp_path / "blobs")
+    serve = 'exec "$0" -m uvicorn app.main:app --host 127.0.0.1 --port "$PORT" --log-level warning'
+    dynalab = ProcessRuntime(
+        ["sh", "-c", serve, sys.executable], protocol="dynalab2", cwd=MODELS / "dynalab2_sentiment"
+    )
+    v1 = ProcessRuntime([sys.executable, str(MODELS / "sentiment_lexicon" / "model.py")])
+    results = [run_evaluation(task, runtime, blobs) for runtime in (dynalab, v1)]
+    assert [r.failure for r in results] == [None, None]
+    values = [{s.key: s.value for s in r.scores} for r in results]
+    assert values[0] == values[1]

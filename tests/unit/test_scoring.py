@@ -10,7 +10,7 @@ import pytest
 from configs.loader import load_tasks
 from configs.schema import TaskSpec
 from evaluator import scoring
-from evaluator.results import ORIGINAL, Score, ScoreKey
+from evaluator.results import ORIGINAL, Score, ScoreKey, pooled_variant
 from evaluator.rollup import summarise
 from evaluator.types import Example, Prediction
 
@@ -157,10 +157,10 @@ def test_a_round_without_changed_examples_is_left_out_not_zero(toy_task: TaskSpe
     scores = [
         perf("alpha", 80.0),
         perf("r12", 40.0),
-        agree("alpha", "robustness", 90.0, 10),
-        agree("r12", "robustness", None, 0),
-        agree("alpha", "fairness", None, 0),
-        agree("r12", "fairness", None, 0),
+        agree("alpha", pooled_variant("robustness"), 90.0, 10),
+        agree("r12", pooled_variant("robustness"), None, 0),
+        agree("alpha", pooled_variant("fairness"), None, 0),
+        agree("r12", pooled_variant("fairness"), None, 0),
     ]
     summary, rows = summarise(toy_task, scores, {})
     assert rows[1]["robustness"] is None and rows[1]["robustness_n"] == 0
@@ -176,12 +176,12 @@ def test_nothing_measured_is_none(toy_task: TaskSpec) -> None:
 
 
 def test_pooled_fairness_is_not_mixed_with_the_fairness_perturbation(toy_task: TaskSpec) -> None:
-    """The pooled axis score and the ``fairness`` perturbation share a variant name."""
+    """The ``fairness`` perturbation is named like its axis; the pooled score is kept apart."""
     scores = [
         perf("alpha", 80.0),
         agree("alpha", "fairness", 100.0, 4, version="1.1"),
         agree("alpha", "fairness-ethnicity", 50.0, 4, version="1"),
-        agree("alpha", "fairness", 75.0, 8),  # pooled over both
+        agree("alpha", pooled_variant("fairness"), 75.0, 8),  # pooled over both
     ]
     _, rows = summarise(toy_task, scores, {})
     assert rows[0]["fairness"] == pytest.approx(75.0)
@@ -194,7 +194,7 @@ def test_per_round_counts_weigh_pooled_agreement_by_examples(toy_task: TaskSpec)
         perf("alpha", 80.0),
         agree("alpha", "typo", 100.0, 3, version="1"),
         agree("alpha", "paraphrase", 0.0, 1, version="1"),
-        agree("alpha", "robustness", 75.0, 4),
+        agree("alpha", pooled_variant("robustness"), 75.0, 4),
     ]
     _, rows = summarise(toy_task, scores, {})
     assert rows[0]["robustness"] == pytest.approx(75.0) and rows[0]["robustness_n"] == 4

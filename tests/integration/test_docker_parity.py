@@ -1,0 +1,84 @@
+"""`dynaeval evaluate <tarball | directory | reference>` on the example images of all four
+tasks gives the same metrics as the same models run as local processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+MODELS = REPO / "examples" / "models"
+CASES = [  # task, example dir, how the image reaches `evaluate`
+    ("sentiment", "sentiment_lexicon", "directory"),
+    ("nli", "nli_overlap", "tarball"),
+    ("hate_speech", "hate_lexicon", "reference"),
+    ("qa", "qa_window", "reference"),
+]
+
+
+def evaluate(source: str, task: str, data_dir: Path, *extra: str) -> dict:
+    env = {**os.environ, "DYNAEVAL_DATA_DIR": str(data_dir)}
+    command = [sys.executable, "-m", "client.cli", "evaluate", source, "--task", task, "--json"]
+    done = subprocess.run(
+        [*command, *extra], capture_output=True, text=True, env=env, cwd=REPO, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
+    return json.loads(done.stdout)
+
+
+def self_contained_dir(model_dir: str, tmp_path: Path) -> Path:
+    """A researcher's directory: Dockerfile at the top, everything it copies beside it."""
+    context = tmp_path / "context"
+    shutil.copytree(MODELS / model_dir, context / model_dir)
+    shutil.copy(MODELS / "dynaeval_server.py", context)
+    shutil.move(context / model_dir / "Dockerfile", context / "Dockerfile")
+    return context
+
+
+def image_source(kind: str, model_dir: str, tag: str, tmp_path: Path) -> str:
+    if kind == "directory":
+        return str(self_contained_dir(model_dir, tmp_path))
+    if kind == "tarball":
+        tarball = tmp_path / f"{model_dir}.tar"
+        subprocess.run(["docker", "save", "-o", str(tarball), tag], check=True, timeout=300)
+        return str(tarball)
+    return tag
+
+
+def comparable(result: dict) -> dict:
+    """Everything but the measurements that depend on the runtime (speed, memory)."""
+    scores = sorted(
+        (s["round"], s["dataset"], s["variant"], s["slice"], s["metric"], s["value"], s["n"],
+         s["ci_low"], s["ci_high"])
+        for s in result["scores"]
+    )  # fmt: skip
+    axes = {axis: result[axis] for axis in ("performance", "robustness", "fairness")}
+    return {"axes": axes, "ci": result["performance_ci"], "scores": scores,
+            "hashes": result["provenance"]["dataset_hashes"]}  # fmt: skip
+
+
+@pytest.mark.parametrize(("task", "model_dir", "kind"), CASES)
+def test_docker_results_equal_process_results(
+    task: str, model_dir: str, kind: str, example_image, tmp_path: Path
+) -> None:
+    tag = example_image(model_dir)
+    data_dir = tmp_path / "data"
+    in_container = evaluate(image_source(kind, model_dir, tag, tmp_path), task, data_dir)
+    as_process = evaluate(str(MODELS / model_dir / "model.py"), task, data_dir)
+
+    assert in_container["status"] == as_process["status"] == "done"
+    assert comparable(in_container) == comparable(as_process)
+    runtime = in_container["provenance"]["runtime"]
+    assert runtime["kind"] == "docker"
+    assert runtime["image_id"].startswith("sha256:")
+    assert runtime["user"] == "10001:10001"
+    assert in_container["throughput"] > 0 and in_container["memory"] > 0
+    assert in_container["provenance"]["limits"]["memory_gib"] > 0
