@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import time
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,8 @@ from pathlib import Path
 import psutil
 
 from evaluator.runtime import Endpoint, Limits, ResourceSample, Runtime, RuntimeInfo
+
+_TREE_REFRESH_S = 1.0
 
 
 def free_port() -> int:
@@ -55,6 +58,8 @@ class ProcessRuntime(Runtime):
         self._log = tempfile.TemporaryFile(prefix="dynaeval-model-log-")  # noqa: SIM115
         weakref.finalize(self, self._log.close)
         self.port: int | None = None
+        self._tree: list[psutil.Process] = []
+        self._tree_read_at = -_TREE_REFRESH_S
         self._stopped = False
 
     def start(self) -> Endpoint:
@@ -86,10 +91,8 @@ class ProcessRuntime(Runtime):
     def sample_resources(self) -> ResourceSample | None:
         if not self.alive():
             return None
-        try:
-            root = psutil.Process(self._proc.pid)  # type: ignore[union-attr]
-            processes = [root, *root.children(recursive=True)]
-        except psutil.Error:
+        processes = self._process_tree()
+        if not processes:
             return None
         total = 0
         for process in processes:
@@ -98,6 +101,20 @@ class ProcessRuntime(Runtime):
             except psutil.Error:
                 continue
         return ResourceSample(total)
+
+    def _process_tree(self) -> list[psutil.Process]:
+        """The model's process and its descendants. Finding descendants scans every process
+        on the machine, so the tree is re-read at most every second: sampling every 50 ms
+        must not steal measurable CPU from the evaluation it measures."""
+        now = time.monotonic()
+        if now - self._tree_read_at >= _TREE_REFRESH_S:
+            try:
+                root = psutil.Process(self._proc.pid)  # type: ignore[union-attr]
+                self._tree = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                self._tree = []
+            self._tree_read_at = now
+        return self._tree
 
     def logs_tail(self, max_bytes: int = 8192) -> str:
         if self._log.closed:
