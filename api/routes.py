@@ -95,7 +95,10 @@ class Submissions(MethodView):
                 "status": "queued", "url": url_for("v1.get_submission", model_id=model_id)}  # fmt: skip
 
     def _json_spec(self) -> tuple[str, dict[str, Any]]:
-        payload = request.get_json(silent=True)
+        try:
+            payload = request.get_json(silent=True)
+        except RecursionError:  # nesting deep enough to exhaust the decoder is not JSON we take
+            payload = None
         if not isinstance(payload, dict):
             raise ApiError(400, "bad_json", "the body must be a JSON object")
         errors = SubmitJsonSchema().validate(payload)

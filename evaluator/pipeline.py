@@ -172,7 +172,10 @@ class Evaluation:
                 "variant": spec.name,
                 "total": perturbed.total,
                 "changed": perturbed.changed,
-            }  # fmt: skip
+                "version": perturbed.version,
+                "seed": spec.seed,
+                "from_cache": perturbed.from_cache,
+            }
         )
         return scoring.VariantRun(
             axis, spec.name, perturbed.version, spec.seed, perturbed.total,

@@ -40,6 +40,13 @@ def _round_row(task: TaskSpec, round_name: str, scores: Sequence[Score]) -> dict
         name: _weighted_mean([(s.value, s.n) for s in per_variant if s.key.variant == name])
         for name in sorted({s.key.variant for s in per_variant})
     }
+    on_perturbed = [
+        s for s in mine if s.key.variant != ORIGINAL and s.key.metric == task.metric
+    ]  # the perturbed examples scored against gold
+    row["variant_performance"] = {
+        name: _weighted_mean([(s.value, s.n) for s in on_perturbed if s.key.variant == name])
+        for name in sorted({s.key.variant for s in on_perturbed})
+    }
     return row
 
 

@@ -269,7 +269,7 @@ def test_upload_over_the_task_limit_is_413_and_nothing_stored(service: Service) 
     limits = dataclasses.replace(task.limits, max_image_bytes=4096)
     service.tasks["sentiment"] = dataclasses.replace(task, limits=limits)
     client = create_app(service).test_client()
-    assert_error(upload(client, b"x" * (3 << 20)), 413, "image_too_large")
+    assert_error(upload(client, b"x" * 200_000), 413, "image_too_large")
     assert _no_files(Path(service.blobs.root)) == []  # no blob, no temporary file
     assert stored_rows(service) == (0, 0)
     assert upload(client, b"x" * 4096).status_code == 201  # exactly the limit is fine

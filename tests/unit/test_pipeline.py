@@ -258,3 +258,32 @@ def test_a_start_failure_is_reported(
     result = run_evaluation(toy_task, runtime, blobs, config_dir=config_dir)
     assert result.failure is not None
     assert result.failure.code == FailureCode.START_FAILED.value
+
+
+def test_a_second_model_reuses_every_perturbed_set(tmp_path: Path) -> None:
+    """Perturbed sets are materialised once per dataset and shared: the second model's
+    run reads them all from the blob store, and both models saw identical inputs."""
+    config_dir = make_config_dir(tmp_path / "configs")
+    task = load_tasks(config_dir / "tasks")["toy"]
+    first = evaluate(tmp_path / "one", config_dir, task)
+    (tmp_path / "two").mkdir()
+    second_blobs = tmp_path / "two" / "blobs"
+    second_blobs.symlink_to(tmp_path / "one" / "blobs")  # the same store, as in the service
+    second = evaluate(tmp_path / "two", config_dir, task)
+    counts = [first.result.provenance["perturbations"], second.result.provenance["perturbations"]]
+    assert counts[0] and all(not entry["from_cache"] for entry in counts[0])
+    assert all(entry["from_cache"] for entry in counts[1])
+    assert [e["changed"] for e in counts[0]] == [e["changed"] for e in counts[1]]
+    for round_name in ROUNDS:
+        for variant in ("typo", "fairness"):
+            inputs = [
+                [row["inputs"] for row in saved(run, round_name, variant)]
+                for run in (first, second)
+            ]
+            assert inputs[0] == inputs[1]
+
+
+def test_rounds_report_performance_on_the_perturbed_sets(toy_run: Run) -> None:
+    for row in toy_run.result.rounds:
+        assert set(row["variant_performance"]) >= {"typo", "fairness"}
+        assert all(0 <= value <= 100 for value in row["variant_performance"].values())
