@@ -7,7 +7,6 @@ every test by the autouse fixture in conftest.py).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import replace
@@ -29,28 +28,6 @@ BASE_LIMITS = Limits(
     memory_gib=0.25, cpus=0.5, pids=64, tmpfs_mib=8, startup_s=20, request_s=5, total_s=120,
     max_log_bytes=16 * 1024,
 )  # fmt: skip
-STATEMENTS = ["great film", "awful plot", "it was fine", "loved it", "boring", "okay", "wow", "meh"]
-
-
-@pytest.fixture
-def task_dir(tmp_path: Path) -> Path:
-    """A tiny sentiment task (8 examples, batches of 4, no perturbations) in a config dir."""
-    (tmp_path / "datasets").mkdir()
-    (tmp_path / "tasks").mkdir()
-    rows = [
-        {"uid": f"z-{i}", "statement": text, "label": ("positive", "negative", "neutral")[i % 3]}
-        for i, text in enumerate(STATEMENTS)
-    ]
-    (tmp_path / "datasets" / "zoo.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (tmp_path / "tasks" / "zoo.yaml").write_text(
-        "name: zoo\nversion: 1\ninput_fields: [statement]\n"
-        "output: {type: label, labels: [positive, negative, neutral]}\n"
-        "metric: accuracy\nbatch_size: 4\nweights: {performance: 1}\n"
-        "profiling: {warmup_batches: 1, min_examples: 8, sample_interval_s: 0.05}\n"
-        "bootstrap: {n_resamples: 50, seed: 0}\n"
-        "rounds:\n  - {name: r1, datasets: [{name: test, path: datasets/zoo.jsonl}]}\n"
-    )
-    return tmp_path
 
 
 def evaluate(

@@ -1,0 +1,67 @@
+"""Acceptance fixtures: the real ``dynaeval`` command as a subprocess, in a temporary data
+folder, talking to 127.0.0.1 only."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def dynaeval_command() -> list[str]:
+    """The installed console script, or the module when only the source tree is there."""
+    script = Path(sys.executable).with_name("dynaeval")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("dynaeval")
+    return [found] if found else [sys.executable, "-m", "client.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "data"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def cli_env(data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DYNAEVAL_")}
+    env["DYNAEVAL_DATA_DIR"] = str(data_dir)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def run(cli_env: dict[str, str]) -> Run:
+    """``run("tasks", "--json")`` → CompletedProcess (text), bounded by a timeout."""
+
+    def _run(*args: str, timeout: float = 180, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*dynaeval_command(), *args],
+            cwd=cwd,
+            env=cli_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    return _run
