@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 import sys
@@ -135,7 +136,7 @@ def cmd_dynascore(args: argparse.Namespace) -> int:
     try:
         weights = Weights.parse(args.weights or "")
         numbers = table.set_index("model")[list(AXES)].apply(pd.to_numeric, errors="raise")
-        memory = args.instance_memory or DEFAULT_INSTANCE_MEMORY_GIB
+        memory = _instance_memory(args.instance_memory, DEFAULT_INSTANCE_MEMORY_GIB)
         scored = compute(numbers, weights, instance_memory_gib=memory)
     except ValueError as exc:
         raise CliError(str(exc)) from None
@@ -151,6 +152,16 @@ def cmd_dynascore(args: argparse.Namespace) -> int:
     ]
     print(render.table(["rank", "model", "dynascore", *AXES], rows))
     return 0
+
+
+def _instance_memory(given: float | None, default: float) -> float:
+    """The instance size memory is subtracted from; 0, negative or NaN is refused, not
+    silently replaced by the default."""
+    if given is None:
+        return default
+    if not math.isfinite(given) or given <= 0:
+        raise ValueError(f"--instance-memory must be a number of GB > 0, not {given}")
+    return given
 
 
 def _num(value: Any) -> Any:

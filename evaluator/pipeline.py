@@ -259,7 +259,7 @@ class Evaluation:
             reason = self.runtime.exit_reason()
             if reason is not None:
                 code, message = reason[0], f"{reason[1]} ({exc.message})"
-        user_caused = FailureCode(code).user_caused if code in _CODES else True
+        user_caused = FailureCode(code).user_caused if code in _CODES else False
         return Failure(code, message, exc.log_tail or self.safe_logs(), user_caused)
 
     def result(self, failure: Failure | None) -> EvaluationResult:

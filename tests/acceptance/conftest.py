@@ -53,7 +53,9 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 def run(cli_env: dict[str, str]) -> Run:
     """``run("tasks", "--json")`` → CompletedProcess (text), bounded by a timeout."""
 
-    def _run(*args: str, timeout: float = 180, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    def _run(
+        *args: str, timeout: float = 180, cwd: Path = REPO
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [*dynaeval_command(), *args],
             cwd=cwd,

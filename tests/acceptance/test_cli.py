@@ -10,7 +10,16 @@ import pytest
 
 from tests.acceptance.conftest import Run
 
-SUBCOMMANDS = ["serve", "worker", "tasks", "evaluate", "submit", "leaderboard", "dynascore", "status"]
+SUBCOMMANDS = [
+    "serve",
+    "worker",
+    "tasks",
+    "evaluate",
+    "submit",
+    "leaderboard",
+    "dynascore",
+    "status",
+]
 AXES = ["performance", "throughput", "memory", "robustness", "fairness"]
 LEXICON = "examples/models/sentiment_lexicon/model.py"
 MAJORITY = "examples/models/majority/model.py"
@@ -125,8 +134,12 @@ def test_dynascore_weights_change_the_ranking(run: Run, table: Path) -> None:
         board = _scores(run, str(table), "--json", *args)
         return min(board["models"], key=lambda m: m["rank"])["model"]
 
-    assert first("--weights", "performance:1,throughput:0,memory:0,robustness:0,fairness:0") == "big"
-    assert first("--weights", "performance:0,throughput:0,memory:1,robustness:0,fairness:0") == "small"
+    assert (
+        first("--weights", "performance:1,throughput:0,memory:0,robustness:0,fairness:0") == "big"
+    )
+    assert (
+        first("--weights", "performance:0,throughput:0,memory:1,robustness:0,fairness:0") == "small"
+    )
     weighted = _scores(run, str(table), "--json", "--weights", "performance:4,memory:0")
     assert weighted["weights"]["memory"] == 0.0 and weighted["weights"]["throughput"] == 1.0
 

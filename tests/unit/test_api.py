@@ -79,8 +79,20 @@ def finished(service: Service, name: str, axes: dict[str, float], task: str = "s
 
 
 # Model a: better performance, much more memory. Model b: the reverse.
-AXES_A = {"performance": 90.0, "throughput": 100.0, "memory": 1.5, "robustness": 90.0, "fairness": 90.0}
-AXES_B = {"performance": 60.0, "throughput": 100.0, "memory": 0.1, "robustness": 90.0, "fairness": 90.0}
+AXES_A = {
+    "performance": 90.0,
+    "throughput": 100.0,
+    "memory": 1.5,
+    "robustness": 90.0,
+    "fairness": 90.0,
+}
+AXES_B = {
+    "performance": 60.0,
+    "throughput": 100.0,
+    "memory": 0.1,
+    "robustness": 90.0,
+    "fairness": 90.0,
+}
 
 
 # -- tasks -----------------------------------------------------------------------------------
@@ -306,7 +318,11 @@ def test_running_submission_shows_progress(client: FlaskClient, service: Service
     service.store.claim("w", 60)
     service.store.heartbeat(job_id, "w", 60, 0.5, "round r2 / test: typo")
     job = client.get(f"/api/v1/submissions/{model_id}").get_json()["job"]
-    assert (job["status"], job["progress"], job["stage"]) == ("running", 0.5, "round r2 / test: typo")
+    assert (job["status"], job["progress"], job["stage"]) == (
+        "running",
+        0.5,
+        "round r2 / test: typo",
+    )
     scores = client.get(f"/api/v1/submissions/{model_id}/scores").get_json()
     assert scores["scores"] == []
 
@@ -354,7 +370,13 @@ def test_leaderboard_default_weights(client: FlaskClient, service: Service) -> N
     for entry in board["models"]:
         assert isinstance(entry["dynascore"], float)
         assert entry["rounds"][0]["round"] == "r1"
-        assert set(entry["units"]) == {"performance", "throughput", "memory", "robustness", "fairness"}
+        assert set(entry["units"]) == {
+            "performance",
+            "throughput",
+            "memory",
+            "robustness",
+            "fairness",
+        }
 
 
 def test_leaderboard_ranking_follows_the_weights(client: FlaskClient, service: Service) -> None:

@@ -52,7 +52,9 @@ def test_final_statuses() -> None:
     assert {s for s in JobStatus if s.final} == {D, F}
 
 
-USER_CAUSED = [c for c in FailureCode if c not in (FailureCode.WORKER_LOST, FailureCode.PLATFORM_ERROR)]
+USER_CAUSED = [
+    c for c in FailureCode if c not in (FailureCode.WORKER_LOST, FailureCode.PLATFORM_ERROR)
+]
 
 
 @pytest.mark.parametrize(

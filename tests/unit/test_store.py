@@ -49,8 +49,14 @@ def result(performance: float = 80.0, scores: list[Score] | None = None) -> Eval
     return EvaluationResult(
         task="sentiment",
         status="done",
-        summary={"performance": performance, "throughput": 100.0, "memory": 0.5,
-                 "robustness": 90.0, "fairness": 99.0, "metric": "macro_f1"},  # fmt: skip
+        summary={
+            "performance": performance,
+            "throughput": 100.0,
+            "memory": 0.5,
+            "robustness": 90.0,
+            "fairness": 99.0,
+            "metric": "macro_f1",
+        },  # fmt: skip
         rounds=[{"round": "r1", "performance": performance}, {"round": "r2", "performance": 1.0}],
         scores=scores,
         profile={"throughput": {"examples_per_s": 100.0}},
@@ -80,9 +86,7 @@ def count(db: Database, table: type) -> int:
 def make_available(db: Database, job_id: str) -> None:
     """Skip a retry's back-off (tests never sleep through it)."""
     with db.session() as session, session.begin():
-        session.execute(
-            update(JobRow).where(JobRow.id == job_id).values(available_at=utcnow())
-        )
+        session.execute(update(JobRow).where(JobRow.id == job_id).values(available_at=utcnow()))
 
 
 def expire_lease(db: Database, job_id: str) -> None:
@@ -358,9 +362,7 @@ def test_requeue_stalled_fails_after_max_attempts(store: JobStore, db: Database)
     assert job.status == JobStatus.FAILED and job.failure_code == "worker_lost"
 
 
-def test_requeue_stalled_leaves_live_and_finished_jobs_alone(
-    store: JobStore, db: Database
-) -> None:
+def test_requeue_stalled_leaves_live_and_finished_jobs_alone(store: JobStore, db: Database) -> None:
     _, live = store.submit("sentiment", "live", RUNTIME)
     _, done = store.submit("sentiment", "done", RUNTIME)
     store.claim("w1", 600)
@@ -382,14 +384,20 @@ def test_queries_submission_status_results_and_scores(store: JobStore, db: Datab
     store.claim("w1", 60)
     store.heartbeat(job_id, "w1", 60, 0.25, "round r1")
     running = queries.submission(model_id)["job"]
-    assert (running["status"], running["progress"], running["stage"]) == ("running", 0.25, "round r1")
+    assert (running["status"], running["progress"], running["stage"]) == (
+        "running",
+        0.25,
+        "round r1",
+    )
     store.finish(job_id, "w1", result(75.0))
     done = queries.submission(model_id, with_scores=True)
     assert done["job"]["status"] == "done" and done["job"]["finished_at"].endswith("Z")
     assert done["results"]["performance"] == 75.0
     assert {"rounds", "slices", "profile", "provenance"} <= set(done["results"])
     assert len(done["scores"]) == 3
-    assert {"round", "dataset_hash", "variant", "slice", "metric", "value"} <= set(done["scores"][0])
+    assert {"round", "dataset_hash", "variant", "slice", "metric", "value"} <= set(
+        done["scores"][0]
+    )
     assert queries.job_counts() == {"done": 1}
 
 

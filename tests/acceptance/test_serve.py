@@ -1,0 +1,98 @@
+"""``dynaeval serve`` as a subprocess: it comes up, scores every example model with the
+process runtime, fills every leaderboard, and exits cleanly on SIGINT (Ctrl-C)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.acceptance.conftest import REPO, dynaeval_command, free_port
+
+UP_S = 60.0
+ALL_DONE_S = 240.0
+
+
+def get(base: str, path: str) -> Any:
+    with urllib.request.urlopen(base + path, timeout=10) as response:  # noqa: S310 - loopback
+        return json.load(response)
+
+
+def wait_until(check, seconds: float, what: str, proc: subprocess.Popen) -> Any:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while True:
+        assert proc.poll() is None, f"serve exited early while waiting for {what}"
+        try:
+            value = check()
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            value = None
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {seconds} s waiting for {what}"
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_serve_scores_the_examples_and_stops_on_sigint(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}/api/v1"
+    log = (tmp_path / "serve.log").open("w+")
+    proc = subprocess.Popen(
+        [*dynaeval_command(), "serve", "--port", str(port), "--example-runtime", "process"],
+        cwd=tmp_path,  # the examples must not depend on the current directory
+        env=cli_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    catalog = yaml.safe_load((REPO / "configs" / "examples.yaml").read_text())["models"]
+    try:
+        wait_until(lambda: get(base, "/health")["status"] == "ok", UP_S, "the API", proc)
+
+        def all_finished() -> dict[str, int] | None:
+            jobs = get(base, "/health")["jobs"]
+            finished = jobs.get("done", 0) + jobs.get("failed", 0)
+            return jobs if sum(jobs.values()) == len(catalog) == finished else None
+
+        jobs = wait_until(all_finished, ALL_DONE_S, "every example job", proc)
+        failures = [s for s in get(base, "/submissions")["submissions"]
+                    if s["job"]["status"] != "done"]  # fmt: skip
+        assert jobs == {"done": len(catalog)}, failures
+        for task in {entry["task"] for entry in catalog}:
+            board = get(base, f"/tasks/{task}/leaderboard")
+            ranked = {m["name"]: m for m in board["models"]}
+            expected = {e["name"] for e in catalog if e["task"] == task}
+            assert set(ranked) == expected, (task, board["unranked"])
+            for entry in ranked.values():
+                assert isinstance(entry["dynascore"], float), (task, entry)
+                assert len(entry["rounds"]) == len(board["rounds"])
+        weighted = get(base, "/tasks/sentiment/leaderboard?weights=performance:4,memory:0")
+        assert weighted["weights"]["memory"] == 0.0
+        spec = get(base, "/openapi.json")
+        assert "/api/v1/tasks/{task_name}/leaderboard" in spec["paths"]
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            code = None
+        log.seek(0)
+        output = log.read()
+        log.close()
+    assert code == 0, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    assert f"queued {len(catalog)} example models (process runtime)" in output
