@@ -20,7 +20,9 @@ from api.schemas import (
 )
 from api.service import Service
 from configs.schema import TaskSpec
+from evaluator.errors import EvaluationError
 from evaluator.factory import validate_spec
+from evaluator.images import inspect_tarball
 
 blp = Blueprint("v1", __name__, url_prefix="/api/v1", description="Dynaeval API v1")
 
@@ -90,7 +92,14 @@ class Submissions(MethodView):
             name, spec = self._upload(task)
         else:
             name, spec = self._json_spec()
-        model_id, job_id = service().store.submit(task.name, name, spec)
+        try:
+            model_id, job_id = service().store.submit(
+                task.name, name, spec, image_id=spec.get("image_id")
+            )
+        except Exception:
+            if spec.get("blob"):  # nothing half-stored: the upload goes with the failed row
+                service().blobs.delete(spec["blob"])
+            raise
         return {"id": model_id, "job_id": job_id, "task": task.name, "name": name,
                 "status": "queued", "url": url_for("v1.get_submission", model_id=model_id)}  # fmt: skip
 
@@ -131,7 +140,13 @@ class Submissions(MethodView):
         if size == 0:
             service().blobs.delete(key)
             raise ApiError(422, "invalid_submission", "the uploaded image file is empty")
+        try:  # refuse a corrupt or multi-image tarball now, not minutes later in a worker
+            image_id, _ = inspect_tarball(service().blobs.local_path(key), task.limits)
+        except EvaluationError as exc:
+            service().blobs.delete(key)
+            raise ApiError(422, exc.code.value, exc.message) from None
         return form["name"], {"kind": "docker", "blob": key, "protocol": form["protocol"],
+                              "image_id": image_id,
                               "image": upload.filename or "upload"}  # fmt: skip
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -242,16 +244,51 @@ def upload(client: FlaskClient, payload: bytes, **form: str) -> Any:
                        content_type="multipart/form-data")  # fmt: skip
 
 
+def image_tar(images: int = 1) -> bytes:
+    """A minimal `docker save` layout: manifest.json, an image config, one layer each."""
+    members: dict[str, bytes] = {}
+    manifest = []
+    for index in range(images):
+        config = f"{index:064x}.json"
+        members[config] = b"{}"
+        members[f"layer{index}/layer.tar"] = b"\0" * 1024
+        manifest.append({"Config": config, "RepoTags": [f"m{index}:1"],
+                         "Layers": [f"layer{index}/layer.tar"]})  # fmt: skip
+    members["manifest.json"] = json.dumps(manifest).encode()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
 def test_upload_stores_the_tarball_in_blobs(client: FlaskClient, service: Service) -> None:
-    response = upload(client, b"tar bytes" * 100)
+    tarball = image_tar()
+    response = upload(client, tarball)
     assert response.status_code == 201, response.get_json()
     keys = list(service.blobs.keys("uploads/"))
-    assert len(keys) == 1 and service.blobs.get_bytes(keys[0]) == b"tar bytes" * 100
+    assert len(keys) == 1 and service.blobs.get_bytes(keys[0]) == tarball
     with service.db.session() as session:
         model = session.get(ModelRow, response.get_json()["id"])
     assert model.runtime["blob"] == keys[0] and model.runtime["kind"] == "docker"
+    assert model.image_id == "sha256:" + "0" * 64  # pinned from the manifest at upload
     shown = client.get(f"/api/v1/submissions/{model.id}").get_json()
     assert "blob" not in shown["runtime"]  # storage keys are not exposed
+
+
+@pytest.mark.parametrize(
+    ("payload", "problem"),
+    [(b"tar bytes" * 100, "corrupt"), (image_tar(images=2), "holds 2 images")],
+)
+def test_corrupt_or_multi_image_upload_is_422_and_nothing_stored(
+    client: FlaskClient, service: Service, payload: bytes, problem: str
+) -> None:
+    body = assert_error(upload(client, payload), 422, "image_not_loadable")
+    assert problem in body["message"]
+    assert _no_files(Path(service.blobs.root)) == []
+    assert stored_rows(service) == (0, 0)
 
 
 def test_empty_upload_is_422_and_nothing_stored(client: FlaskClient, service: Service) -> None:
@@ -278,13 +315,14 @@ def _no_files(root: Path) -> list[Path]:
 
 def test_upload_over_the_task_limit_is_413_and_nothing_stored(service: Service) -> None:
     task = service.tasks["sentiment"]
-    limits = dataclasses.replace(task.limits, max_image_bytes=4096)
+    tarball = image_tar()
+    limits = dataclasses.replace(task.limits, max_image_bytes=len(tarball))
     service.tasks["sentiment"] = dataclasses.replace(task, limits=limits)
     client = create_app(service).test_client()
     assert_error(upload(client, b"x" * 200_000), 413, "image_too_large")
     assert _no_files(Path(service.blobs.root)) == []  # no blob, no temporary file
     assert stored_rows(service) == (0, 0)
-    assert upload(client, b"x" * 4096).status_code == 201  # exactly the limit is fine
+    assert upload(client, tarball).status_code == 201  # exactly the limit is fine
 
 
 def test_body_over_max_content_length_is_413_json(app: Flask, service: Service) -> None:
