@@ -58,7 +58,7 @@ def leaderboard(
                 "reason": "missing axes: " + ", ".join(a for a in AXES if not _finite(row.get(a))),
             }
             for row in incomplete
-        ],  # fmt: skip
+        ],
         "rounds": [r.name for r in task.rounds],
     }
 
@@ -79,7 +79,7 @@ def _entry(row: dict[str, Any], line: pd.Series) -> dict[str, Any]:
                 "performance_ci": r.get("performance_ci"),
             }
             for r in row.get("rounds", [])
-        ],  # fmt: skip
+        ],
         "performance_ci": row.get("performance_ci"),
     }
     return entry

@@ -59,8 +59,9 @@ def get_task(task_name: str) -> dict[str, Any]:
 
 @blp.route("/tasks/<task_name>/leaderboard")
 @blp.arguments(LeaderboardQuerySchema, location="query", as_kwargs=True)
-def get_leaderboard(task_name: str, weights: str | None = None,
-                    instance_memory: float | None = None) -> dict[str, Any]:  # fmt: skip
+def get_leaderboard(
+    task_name: str, weights: str | None = None, instance_memory: float | None = None
+) -> dict[str, Any]:
     """Models ranked by Dynascore under the viewer's weights."""
     task = task_or_404(task_name)
     try:
@@ -100,8 +101,14 @@ class Submissions(MethodView):
             if spec.get("blob"):  # nothing half-stored: the upload goes with the failed row
                 service().blobs.delete(spec["blob"])
             raise
-        return {"id": model_id, "job_id": job_id, "task": task.name, "name": name,
-                "status": "queued", "url": url_for("v1.get_submission", model_id=model_id)}  # fmt: skip
+        return {
+            "id": model_id,
+            "job_id": job_id,
+            "task": task.name,
+            "name": name,
+            "status": "queued",
+            "url": url_for("v1.get_submission", model_id=model_id),
+        }
 
     def _json_spec(self) -> tuple[str, dict[str, Any]]:
         try:
@@ -117,8 +124,11 @@ class Submissions(MethodView):
         data = SubmitJsonSchema().load(payload)
         runtime = data["runtime"]
         if runtime["kind"] != "docker" and not service().allow_local_runtimes:
-            raise ApiError(403, "runtime_not_allowed",
-                           f"this server accepts only docker submissions, not {runtime['kind']!r}")  # fmt: skip
+            raise ApiError(
+                403,
+                "runtime_not_allowed",
+                f"this server accepts only docker submissions, not {runtime['kind']!r}",
+            )
         if runtime["kind"] == "docker" and "blob" in runtime:
             raise ApiError(422, "invalid_submission", "runtime.blob is set by uploads only")
         try:
@@ -145,9 +155,13 @@ class Submissions(MethodView):
         except EvaluationError as exc:
             service().blobs.delete(key)
             raise ApiError(422, exc.code.value, exc.message) from None
-        return form["name"], {"kind": "docker", "blob": key, "protocol": form["protocol"],
-                              "image_id": image_id,
-                              "image": upload.filename or "upload"}  # fmt: skip
+        return form["name"], {
+            "kind": "docker",
+            "blob": key,
+            "protocol": form["protocol"],
+            "image_id": image_id,
+            "image": upload.filename or "upload",
+        }
 
 
 class _Capped:

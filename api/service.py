@@ -53,8 +53,13 @@ class Service:
         data_dir = data_dir or default_data_dir()
         data_dir.mkdir(parents=True, exist_ok=True)
         db = Database(database_url or default_database_url(data_dir))
-        service = cls(db, LocalBlobStore(data_dir / "blobs"), load_tasks(config_dir / "tasks"),
-                      config_dir, allow_local_runtimes)  # fmt: skip
+        service = cls(
+            db,
+            LocalBlobStore(data_dir / "blobs"),
+            load_tasks(config_dir / "tasks"),
+            config_dir,
+            allow_local_runtimes,
+        )
         for task in service.tasks.values():
             service.store.register_task(task.name, task.version, task.public_dict())
         return service
@@ -70,8 +75,14 @@ class Service:
     def start_workers(self, count: int = 1, **options: Any) -> None:
         """Run ``count`` embedded workers in daemon threads."""
         for index in range(count):
-            worker = Worker(self.store, self.blobs, self.tasks, config_dir=self.config_dir,
-                            worker_id=default_worker_id(f"embedded-{index}"), **options)  # fmt: skip
+            worker = Worker(
+                self.store,
+                self.blobs,
+                self.tasks,
+                config_dir=self.config_dir,
+                worker_id=default_worker_id(f"embedded-{index}"),
+                **options,
+            )
             thread = threading.Thread(target=worker.work, name=f"worker-{index}", daemon=True)
             thread.start()
             self.workers.append(worker)

@@ -116,8 +116,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=500)
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args()
-    subprocess.run([str(REPO / "scripts" / "build-example-images.sh"), "null"], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [str(REPO / "scripts" / "build-example-images.sh"), "null"], check=True, capture_output=True
+    )
 
     cold = cold_starts(args.starts)
     docker_s = batch_latencies(

@@ -42,7 +42,7 @@ def synthetic(n: int) -> list[Example]:
             f"bench-{i:07d}",
             {"statement": rows[i % len(rows)]["statement"]},
             rows[i % len(rows)]["label"],
-        )  # fmt: skip
+        )
         for i in range(n)
     ]
 
@@ -65,8 +65,11 @@ def full_path(task, runtime: ProcessRuntime, examples: list[Example], blobs) -> 
         predicted = time.perf_counter()
         performance_score(task, base, examples, predictions)
         scored = time.perf_counter()
-        return {"predict_s": predicted - started, "score_s": scored - predicted,
-                "port": evaluation.client.endpoint.port if evaluation.client else None}  # fmt: skip
+        return {
+            "predict_s": predicted - started,
+            "score_s": scored - predicted,
+            "port": evaluation.client.endpoint.port if evaluation.client else None,
+        }
     finally:
         evaluation.stop_model()
 
@@ -83,10 +86,14 @@ def bare_http(task, runtime: ProcessRuntime, examples: list[Example]) -> float: 
         conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         size = task.batch_size
         bodies = [
-            json.dumps({"task": task.name,
-                        "instances": [e.request_instance() for e in examples[i : i + size]]}).encode()
+            json.dumps(
+                {
+                    "task": task.name,
+                    "instances": [e.request_instance() for e in examples[i : i + size]],
+                }
+            ).encode()
             for i in range(0, len(examples), size)
-        ]  # fmt: skip
+        ]
         started = time.perf_counter()
         for body in bodies:
             conn.request("POST", "/predict", body, {"Content-Type": "application/json"})

@@ -41,8 +41,16 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     if args.json:
         render.emit_json([task.public_dict() for task in tasks.values()])
         return 0
-    rows = [[t.name, len(t.rounds), ", ".join(t.input_fields), ", ".join(t.labels) or "answer",
-             t.metric] for t in tasks.values()]  # fmt: skip
+    rows = [
+        [
+            t.name,
+            len(t.rounds),
+            ", ".join(t.input_fields),
+            ", ".join(t.labels) or "answer",
+            t.metric,
+        ]
+        for t in tasks.values()
+    ]
     print(render.table(["task", "rounds", "inputs", "labels", "metric"], rows))
     return 0
 
@@ -82,8 +90,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         code = getattr(getattr(exc, "code", None), "value", "start_failed")
         return _report_failure(args, task, code, getattr(exc, "message", str(exc)))
     progress = _progress_printer() if args.verbose and not args.json else None
-    result = run_evaluation(task, runtime, blobs, progress=progress,
-                            save_predictions=args.save_predictions).to_dict()  # fmt: skip
+    result = run_evaluation(
+        task, runtime, blobs, progress=progress, save_predictions=args.save_predictions
+    ).to_dict()
     _add_overall_ci(result)
     if args.json:
         render.emit_json(result)
@@ -92,8 +101,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if result["status"] != "done":
         return 1
     if args.fail_under is not None and result["performance"] < args.fail_under:
-        print(f"performance {result['performance']:.2f} is under {args.fail_under}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"performance {result['performance']:.2f} is under {args.fail_under}", file=sys.stderr
+        )
         return 1
     return 0
 
@@ -103,8 +113,11 @@ def _add_overall_ci(result: dict[str, Any]) -> None:
 
 
 def _report_failure(args: argparse.Namespace, task: TaskSpec, code: str, message: str) -> int:
-    result = {"task": task.name, "status": "failed",
-              "failure": {"code": code, "message": message, "log_tail": ""}}  # fmt: skip
+    result = {
+        "task": task.name,
+        "status": "failed",
+        "failure": {"code": code, "message": message, "log_tail": ""},
+    }
     if args.json:
         render.emit_json(result)
     else:
@@ -141,11 +154,18 @@ def cmd_dynascore(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     if args.json:
-        records = [{"model": str(m), **{k: _num(v) for k, v in row.items()}}
-                   for m, row in scored.iterrows()]  # fmt: skip
-        render.emit_json({"weights": weights.to_dict(), "instance_memory_gib": memory,
-                          "amrs": {k: _num(v) for k, v in scored.attrs["amrs"].items()},
-                          "models": records})  # fmt: skip
+        records = [
+            {"model": str(m), **{k: _num(v) for k, v in row.items()}}
+            for m, row in scored.iterrows()
+        ]
+        render.emit_json(
+            {
+                "weights": weights.to_dict(),
+                "instance_memory_gib": memory,
+                "amrs": {k: _num(v) for k, v in scored.attrs["amrs"].items()},
+                "models": records,
+            }
+        )
         return 0
     rows = [
         [int(r["rank"]), m, r["dynascore"], *[r[a] for a in AXES]] for m, r in scored.iterrows()
@@ -213,11 +233,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
     service = _service()
     from worker.worker import Worker, default_worker_id
 
-    worker = Worker(service.store, service.blobs, service.tasks,
-                    worker_id=default_worker_id(args.name))  # fmt: skip
+    worker = Worker(
+        service.store, service.blobs, service.tasks, worker_id=default_worker_id(args.name)
+    )
     stats = worker.work(burst=args.burst)
-    print(f"worker {worker.worker_id}: {stats.done} done, {stats.failed} failed, "
-          f"{stats.requeued} requeued", flush=True)  # fmt: skip
+    print(
+        f"worker {worker.worker_id}: {stats.done} done, {stats.failed} failed, "
+        f"{stats.requeued} requeued",
+        flush=True,
+    )
     return 0
 
 
@@ -279,8 +303,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         render.emit_json(found)
     else:
         job = found.get("job") or {}
-        print(f"{found['name']} on {found['task']}: {job.get('status')} "
-              f"({job.get('progress', 0) * 100:.0f}%, {job.get('stage')})")  # fmt: skip
+        print(
+            f"{found['name']} on {found['task']}: {job.get('status')} "
+            f"({job.get('progress', 0) * 100:.0f}%, {job.get('stage')})"
+        )
         if job.get("failure"):
             print(render.evaluation({"status": "failed", "failure": job["failure"]}))
     return 0

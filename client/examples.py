@@ -42,10 +42,20 @@ def build_variant(entry: dict) -> None:
     """An example whose answer is fixed by arguments (the majority baselines), baked in."""
     models = REPO_ROOT / "examples" / "models"
     args = " ".join(map(str, entry["args"]))
-    command = ["docker", "build", "--quiet", "--network", "none",
-               "--build-arg", f"MAJORITY_ARGS={args}",
-               "-f", str(models / entry["dir"] / "Dockerfile"),
-               "-t", example_image(entry), str(models)]  # fmt: skip
+    command = [
+        "docker",
+        "build",
+        "--quiet",
+        "--network",
+        "none",
+        "--build-arg",
+        f"MAJORITY_ARGS={args}",
+        "-f",
+        str(models / entry["dir"] / "Dockerfile"),
+        "-t",
+        example_image(entry),
+        str(models),
+    ]
     subprocess.run(command, check=True, timeout=600, stdout=subprocess.DEVNULL)
 
 

@@ -18,8 +18,9 @@ def fmt(value: Any, digits: int = 2) -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [[fmt(c) for c in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
-              for i, h in enumerate(headers)]  # fmt: skip
+    widths = [
+        max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)
+    ]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
@@ -59,16 +60,27 @@ def evaluation(result: dict[str, Any]) -> str:
                     r["fairness"],
                 ]
                 for r in result["rounds"]
-            ],  # fmt: skip
+            ],
         ),
     ]
     return "\n".join(lines)
 
 
 def leaderboard(board: dict[str, Any]) -> str:
-    rows = [[m["rank"], m["name"], m["model_id"][:8], m["dynascore"], m["performance"],
-             m["throughput"], m["memory"], m["robustness"], m["fairness"]]
-            for m in board["models"]]  # fmt: skip
+    rows = [
+        [
+            m["rank"],
+            m["name"],
+            m["model_id"][:8],
+            m["dynascore"],
+            m["performance"],
+            m["throughput"],
+            m["memory"],
+            m["robustness"],
+            m["fairness"],
+        ]
+        for m in board["models"]
+    ]
     text = f"{board['task']} leaderboard (weights {board['weights']})\n" + table(
         ["rank", "model", "id", "dynascore", "perf", "ex/s", "GiB", "robust", "fair"], rows
     )

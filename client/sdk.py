@@ -33,24 +33,31 @@ class DynaevalClient:
             body = {}
         if response.status_code >= 400:
             error = body.get("error", {}) if isinstance(body, dict) else {}
-            raise ApiClientError(response.status_code, error.get("code", "http_error"),
-                                 error.get("message", response.text[:200]))  # fmt: skip
+            raise ApiClientError(
+                response.status_code,
+                error.get("code", "http_error"),
+                error.get("message", response.text[:200]),
+            )
         return body
 
     def tasks(self) -> list[dict[str, Any]]:
         return self._call("GET", "/tasks")["tasks"]
 
     def submit(self, task: str, name: str, runtime: dict[str, Any]) -> dict[str, Any]:
-        return self._call("POST", f"/tasks/{task}/submissions",
-                          json={"name": name, "runtime": runtime})  # fmt: skip
+        return self._call(
+            "POST", f"/tasks/{task}/submissions", json={"name": name, "runtime": runtime}
+        )
 
     def submit_image(
         self, task: str, name: str, tarball: str | Path, protocol: str = "v1"
     ) -> dict[str, Any]:
         with open(tarball, "rb") as handle:
-            return self._call("POST", f"/tasks/{task}/submissions",
-                              data={"name": name, "protocol": protocol},
-                              files={"image": (Path(tarball).name, handle)})  # fmt: skip
+            return self._call(
+                "POST",
+                f"/tasks/{task}/submissions",
+                data={"name": name, "protocol": protocol},
+                files={"image": (Path(tarball).name, handle)},
+            )
 
     def submission(self, model_id: str) -> dict[str, Any]:
         return self._call("GET", f"/submissions/{model_id}")

@@ -31,10 +31,24 @@ TASKS_DIR = CONFIG_DIR / "tasks"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _ROUND = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TASK_KEYS = {
-    "name", "version", "description", "input_fields", "output", "metric", "rounds", "slices",
-    "perturbations", "weights", "limits", "instance_memory_gib", "batch_size", "perturb_fields",
-    "profiling", "bootstrap", "min_slice_size",
-}  # fmt: skip
+    "name",
+    "version",
+    "description",
+    "input_fields",
+    "output",
+    "metric",
+    "rounds",
+    "slices",
+    "perturbations",
+    "weights",
+    "limits",
+    "instance_memory_gib",
+    "batch_size",
+    "perturb_fields",
+    "profiling",
+    "bootstrap",
+    "min_slice_size",
+}
 
 
 def load_defaults(config_dir: Path = CONFIG_DIR) -> dict[str, Any]:

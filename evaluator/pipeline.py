@@ -178,9 +178,14 @@ class Evaluation:
             }
         )
         return scoring.VariantRun(
-            axis, spec.name, perturbed.version, spec.seed, perturbed.total,
-            tuple(perturbed.examples), tuple(predictions),
-        )  # fmt: skip
+            axis,
+            spec.name,
+            perturbed.version,
+            spec.seed,
+            perturbed.total,
+            tuple(perturbed.examples),
+            tuple(predictions),
+        )
 
     def profile_model(self) -> None:
         self.step("profiling")
@@ -315,7 +320,11 @@ def run_evaluation(
 ) -> EvaluationResult:
     """Evaluate the model behind ``runtime`` on every round of ``task``."""
     evaluation = Evaluation(
-        task, runtime, blobs, config_dir=config_dir, progress=progress,
+        task,
+        runtime,
+        blobs,
+        config_dir=config_dir,
+        progress=progress,
         save_predictions=save_predictions,
-    )  # fmt: skip
+    )
     return evaluation.run()

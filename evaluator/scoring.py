@@ -53,9 +53,13 @@ def performance_with_replicates(
     pred = outputs(predictions)
     value = get_metric(task.metric).score(gold, pred, task.labels)
     replicates = bootstrap_replicates(
-        task.metric, gold, pred, task.labels,
-        n_resamples=task.bootstrap.n_resamples, seed=task.bootstrap.seed,
-    )  # fmt: skip
+        task.metric,
+        gold,
+        pred,
+        task.labels,
+        n_resamples=task.bootstrap.n_resamples,
+        seed=task.bootstrap.seed,
+    )
     interval = interval_of(replicates)
     score = Score(
         replace(key, metric=task.metric), value, len(examples), interval.low, interval.high

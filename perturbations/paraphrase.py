@@ -45,13 +45,28 @@ STOPWORDS = word_set(
 )
 
 _CONTRACT = {
-    "do not": "don't", "does not": "doesn't", "did not": "didn't", "is not": "isn't",
-    "are not": "aren't", "was not": "wasn't", "were not": "weren't", "has not": "hasn't",
-    "have not": "haven't", "had not": "hadn't", "will not": "won't", "would not": "wouldn't",
-    "should not": "shouldn't", "could not": "couldn't", "must not": "mustn't",
-    "cannot": "can't", "i am": "i'm", "you are": "you're", "we are": "we're",
-    "they are": "they're", "let us": "let's",
-}  # fmt: skip
+    "do not": "don't",
+    "does not": "doesn't",
+    "did not": "didn't",
+    "is not": "isn't",
+    "are not": "aren't",
+    "was not": "wasn't",
+    "were not": "weren't",
+    "has not": "hasn't",
+    "have not": "haven't",
+    "had not": "hadn't",
+    "will not": "won't",
+    "would not": "wouldn't",
+    "should not": "shouldn't",
+    "could not": "couldn't",
+    "must not": "mustn't",
+    "cannot": "can't",
+    "i am": "i'm",
+    "you are": "you're",
+    "we are": "we're",
+    "they are": "they're",
+    "let us": "let's",
+}
 _EXPAND = {short: long for long, short in _CONTRACT.items()}
 _FLIP = {**_CONTRACT, **_EXPAND}
 

@@ -71,7 +71,7 @@ class JobStore:
                     runtime=runtime,
                     image_id=image_id,
                     created_at=now,
-                )  # fmt: skip
+                )
             )
             session.flush()
             session.add(
@@ -86,7 +86,7 @@ class JobStore:
                     progress=0.0,
                     stage="queued",
                     created_at=now,
-                )  # fmt: skip
+                )
             )
         return model_id, job_id
 
@@ -115,16 +115,23 @@ class JobStore:
                         started_at=now,
                         stage="claimed",
                         progress=0.0,
-                    )  # fmt: skip
+                    )
                 ).rowcount
                 if claimed != 1:
                     continue
                 job = session.get(JobRow, job_id)
                 model = session.get(ModelRow, job.model_id)
-                session.add(AttemptRow(job_id=job_id, attempt=job.attempts, worker=worker,
-                                       started_at=now))  # fmt: skip
-                return ClaimedJob(job.id, job.model_id, job.task, dict(model.runtime),
-                                  job.attempts, job.max_attempts)  # fmt: skip
+                session.add(
+                    AttemptRow(job_id=job_id, attempt=job.attempts, worker=worker, started_at=now)
+                )
+                return ClaimedJob(
+                    job.id,
+                    job.model_id,
+                    job.task,
+                    dict(model.runtime),
+                    job.attempts,
+                    job.max_attempts,
+                )
         return None
 
     def _candidate(self, session: Session) -> str | None:
@@ -151,13 +158,13 @@ class JobStore:
                         JobRow.id == job_id,
                         JobRow.lease_owner == worker,
                         JobRow.status == JobStatus.RUNNING,
-                    )  # fmt: skip
+                    )
                     .values(
                         heartbeat_at=now,
                         lease_expires_at=now + timedelta(seconds=lease_s),
                         progress=progress,
                         stage=stage[:200],
-                    )  # fmt: skip
+                    )
                 ).rowcount
                 == 1
             )
@@ -186,7 +193,7 @@ class JobStore:
                     profile=result.profile,
                     provenance=result.provenance,
                     created_at=now,
-                )  # fmt: skip
+                )
             )
             job.status, job.progress, job.stage, job.finished_at = JobStatus.DONE, 1.0, "done", now
             job.lease_owner = job.lease_expires_at = None
@@ -232,7 +239,10 @@ class JobStore:
         check_transition(job.status, status)
         job.status = status
         job.failure_code, job.failure_message, job.log_tail = (
-            failure.code, failure.message, failure.log_tail)  # fmt: skip
+            failure.code,
+            failure.message,
+            failure.log_tail,
+        )
         job.lease_owner = job.lease_expires_at = None
         if retry:
             job.available_at = utcnow() + retry_delay(job.attempts)
@@ -254,7 +264,7 @@ class JobStore:
                 JobRow.id == job_id,
                 JobRow.lease_owner == worker,
                 JobRow.status == JobStatus.RUNNING,
-            )  # fmt: skip
+            )
             .values(lease_owner=worker)
         ).rowcount
         if held != 1:
@@ -268,7 +278,7 @@ class JobStore:
         attempt = session.scalars(
             select(AttemptRow).where(
                 AttemptRow.job_id == job.id, AttemptRow.attempt == job.attempts
-            )  # fmt: skip
+            )
         ).first()
         if attempt is not None:
             attempt.finished_at, attempt.outcome = utcnow(), outcome
@@ -297,6 +307,6 @@ def _score_rows(job: JobRow, result: EvaluationResult) -> list[ScoreRow]:
                 n=score.n,
                 ci_low=score.ci_low,
                 ci_high=score.ci_high,
-            )  # fmt: skip
+            )
         )
     return rows

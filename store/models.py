@@ -122,5 +122,5 @@ class ScoreRow(Base):
             "slice",
             "metric",
             name="uq_scores_key",
-        ),  # fmt: skip
+        ),
     )

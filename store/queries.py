@@ -32,7 +32,7 @@ class Queries:
             result = session.scalars(
                 select(ResultRow)
                 .where(ResultRow.model_id == model_id)
-                .order_by(ResultRow.created_at.desc())  # fmt: skip
+                .order_by(ResultRow.created_at.desc())
             ).first()
             data = _model_dict(model) | {"job": _job_dict(job, session) if job else None}
             data["results"] = _result_dict(result) if result else None
@@ -99,8 +99,11 @@ def _job_dict(job: JobRow, session) -> dict[str, Any]:  # type: ignore[no-untype
     ).all()
     failure = None
     if job.failure_code:
-        failure = {"code": job.failure_code, "message": job.failure_message,
-                   "log_tail": job.log_tail or ""}  # fmt: skip
+        failure = {
+            "code": job.failure_code,
+            "message": job.failure_message,
+            "log_tail": job.log_tail or "",
+        }
     return {
         "id": job.id,
         "status": job.status,
@@ -116,7 +119,7 @@ def _job_dict(job: JobRow, session) -> dict[str, Any]:  # type: ignore[no-untype
                 "outcome": a.outcome,
                 "failure_code": a.failure_code,
                 "failure_message": a.failure_message,
-            }  # fmt: skip
+            }
             for a in attempts
         ],
         "created_at": job.created_at.isoformat() + "Z",
@@ -135,6 +138,18 @@ def _result_dict(result: ResultRow) -> dict[str, Any]:
 
 
 def _score_dict(row: ScoreRow) -> dict[str, Any]:
-    fields = ("round", "dataset", "dataset_hash", "variant", "variant_version", "seed", "slice",
-              "metric", "value", "n", "ci_low", "ci_high")  # fmt: skip
+    fields = (
+        "round",
+        "dataset",
+        "dataset_hash",
+        "variant",
+        "variant_version",
+        "seed",
+        "slice",
+        "metric",
+        "value",
+        "n",
+        "ci_low",
+        "ci_high",
+    )
     return {field: getattr(row, field) for field in fields}

@@ -66,8 +66,9 @@ def test_serve_scores_the_examples_and_stops_on_sigint(
             return jobs if sum(jobs.values()) == len(catalog) == finished else None
 
         jobs = wait_until(all_finished, ALL_DONE_S, "every example job", proc)
-        failures = [s for s in get(base, "/submissions")["submissions"]
-                    if s["job"]["status"] != "done"]  # fmt: skip
+        failures = [
+            s for s in get(base, "/submissions")["submissions"] if s["job"]["status"] != "done"
+        ]
         assert jobs == {"done": len(catalog)}, failures
         for task in {entry["task"] for entry in catalog}:
             board = get(base, f"/tasks/{task}/leaderboard")

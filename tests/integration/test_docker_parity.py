@@ -56,13 +56,26 @@ def image_source(kind: str, model_dir: str, tag: str, tmp_path: Path) -> str:
 def comparable(result: dict) -> dict:
     """Everything but the measurements that depend on the runtime (speed, memory)."""
     scores = sorted(
-        (s["round"], s["dataset"], s["variant"], s["slice"], s["metric"], s["value"], s["n"],
-         s["ci_low"], s["ci_high"])
+        (
+            s["round"],
+            s["dataset"],
+            s["variant"],
+            s["slice"],
+            s["metric"],
+            s["value"],
+            s["n"],
+            s["ci_low"],
+            s["ci_high"],
+        )
         for s in result["scores"]
-    )  # fmt: skip
+    )
     axes = {axis: result[axis] for axis in ("performance", "robustness", "fairness")}
-    return {"axes": axes, "ci": result["performance_ci"], "scores": scores,
-            "hashes": result["provenance"]["dataset_hashes"]}  # fmt: skip
+    return {
+        "axes": axes,
+        "ci": result["performance_ci"],
+        "scores": scores,
+        "hashes": result["provenance"]["dataset_hashes"],
+    }
 
 
 @pytest.mark.parametrize(("task", "model_dir", "kind"), CASES)

@@ -302,9 +302,12 @@ def test_log_is_capped_by_the_engine(sandboxed, docker_client):
 
 def test_dynalab2_binds_port_80_as_non_root(docker_client, example_image, owner):
     runtime = DockerRuntime(
-        example_image("dynalab2_sentiment"), LIMITS, "dynalab2",
-        client=docker_client, label_owner=owner,
-    )  # fmt: skip
+        example_image("dynalab2_sentiment"),
+        LIMITS,
+        "dynalab2",
+        client=docker_client,
+        label_owner=owner,
+    )
     try:
         endpoint = runtime.start()
         assert endpoint.port == 80

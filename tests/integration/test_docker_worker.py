@@ -35,8 +35,9 @@ def test_the_worker_goes_on_after_hostile_containers(
         ):
             spec = {"kind": "docker", "image": image, "protocol": "v1"}
             jobs[name], _ = service.store.submit("zoo", name, spec)
-        worker = Worker(service.store, service.blobs, service.tasks, worker_id=owner,
-                        config_dir=task_dir)  # fmt: skip
+        worker = Worker(
+            service.store, service.blobs, service.tasks, worker_id=owner, config_dir=task_dir
+        )
         stats = worker.work(burst=True)
         assert (stats.done, stats.failed) == (1, 2)
         outcome = {name: service.queries.submission(i)["job"] for name, i in jobs.items()}

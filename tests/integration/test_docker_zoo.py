@@ -25,9 +25,15 @@ from tests.integration.test_docker_sandbox import gateway
 pytestmark = pytest.mark.docker
 
 BASE_LIMITS = Limits(
-    memory_gib=0.25, cpus=0.5, pids=64, tmpfs_mib=8, startup_s=20, request_s=5, total_s=120,
+    memory_gib=0.25,
+    cpus=0.5,
+    pids=64,
+    tmpfs_mib=8,
+    startup_s=20,
+    request_s=5,
+    total_s=120,
     max_log_bytes=16 * 1024,
-)  # fmt: skip
+)
 
 
 def evaluate(

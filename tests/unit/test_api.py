@@ -142,8 +142,9 @@ def test_openapi_lists_every_route(app: Flask, client: FlaskClient) -> None:
 
 # -- submit (JSON) ---------------------------------------------------------------------------
 def test_submit_docker_reference(client: FlaskClient, service: Service) -> None:
-    response = client.post("/api/v1/tasks/sentiment/submissions",
-                           json={"name": "my model-1.0", "runtime": DOCKER})  # fmt: skip
+    response = client.post(
+        "/api/v1/tasks/sentiment/submissions", json={"name": "my model-1.0", "runtime": DOCKER}
+    )
     assert response.status_code == 201, response.get_json()
     body = response.get_json()
     assert body["status"] == "queued" and body["task"] == "sentiment"
@@ -158,8 +159,9 @@ def test_submit_docker_reference(client: FlaskClient, service: Service) -> None:
 def test_local_runtimes_refused_by_default(
     client: FlaskClient, service: Service, runtime: dict
 ) -> None:
-    response = client.post("/api/v1/tasks/sentiment/submissions",
-                           json={"name": "m", "runtime": runtime})  # fmt: skip
+    response = client.post(
+        "/api/v1/tasks/sentiment/submissions", json={"name": "m", "runtime": runtime}
+    )
     assert_error(response, 403, "runtime_not_allowed")
     assert stored_rows(service) == (0, 0)
 
@@ -169,20 +171,27 @@ def test_local_runtimes_accepted_when_allowed(tmp_path: Path, runtime: dict) -> 
     service = make_service(tmp_path, allow_local=True)
     try:
         client = create_app(service).test_client()
-        response = client.post("/api/v1/tasks/sentiment/submissions",
-                               json={"name": "m", "runtime": runtime})  # fmt: skip
+        response = client.post(
+            "/api/v1/tasks/sentiment/submissions", json={"name": "m", "runtime": runtime}
+        )
         assert response.status_code == 201, response.get_json()
         incomplete = {"kind": runtime["kind"], "protocol": "v1"}  # no command / url
-        assert_error(client.post("/api/v1/tasks/sentiment/submissions",
-                                 json={"name": "m", "runtime": incomplete}), 422)  # fmt: skip
+        assert_error(
+            client.post(
+                "/api/v1/tasks/sentiment/submissions", json={"name": "m", "runtime": incomplete}
+            ),
+            422,
+        )
     finally:
         service.close()
 
 
 def test_blob_in_a_json_submission_is_refused(client: FlaskClient) -> None:
     # the schema has no `blob` field, so a client cannot point a job at someone's upload
-    response = client.post("/api/v1/tasks/sentiment/submissions",
-                           json={"name": "m", "runtime": {**DOCKER, "blob": "uploads/x.tar"}})  # fmt: skip
+    response = client.post(
+        "/api/v1/tasks/sentiment/submissions",
+        json={"name": "m", "runtime": {**DOCKER, "blob": "uploads/x.tar"}},
+    )
     assert_error(response, 422)
 
 
@@ -230,8 +239,9 @@ def test_schema_errors_are_422(
 def test_bad_bodies_are_400_json(
     client: FlaskClient, service: Service, data: bytes, content_type: str | None
 ) -> None:
-    response = client.post("/api/v1/tasks/sentiment/submissions", data=data,
-                           content_type=content_type)  # fmt: skip
+    response = client.post(
+        "/api/v1/tasks/sentiment/submissions", data=data, content_type=content_type
+    )
     assert_error(response, 400, "bad_json")
     assert stored_rows(service) == (0, 0)
 
@@ -240,8 +250,9 @@ def test_bad_bodies_are_400_json(
 def upload(client: FlaskClient, payload: bytes, **form: str) -> Any:
     data: dict[str, Any] = {"name": "uploaded", "protocol": "v1", **form}
     data["image"] = (io.BytesIO(payload), "model.tar")
-    return client.post("/api/v1/tasks/sentiment/submissions", data=data,
-                       content_type="multipart/form-data")  # fmt: skip
+    return client.post(
+        "/api/v1/tasks/sentiment/submissions", data=data, content_type="multipart/form-data"
+    )
 
 
 def image_tar(images: int = 1) -> bytes:
@@ -252,8 +263,9 @@ def image_tar(images: int = 1) -> bytes:
         config = f"{index:064x}.json"
         members[config] = b"{}"
         members[f"layer{index}/layer.tar"] = b"\0" * 1024
-        manifest.append({"Config": config, "RepoTags": [f"m{index}:1"],
-                         "Layers": [f"layer{index}/layer.tar"]})  # fmt: skip
+        manifest.append(
+            {"Config": config, "RepoTags": [f"m{index}:1"], "Layers": [f"layer{index}/layer.tar"]}
+        )
     members["manifest.json"] = json.dumps(manifest).encode()
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
@@ -300,8 +312,11 @@ def test_empty_upload_is_422_and_nothing_stored(client: FlaskClient, service: Se
 def test_upload_without_image_or_with_bad_form_is_422(
     client: FlaskClient, service: Service
 ) -> None:
-    response = client.post("/api/v1/tasks/sentiment/submissions", data={"name": "m"},
-                           content_type="multipart/form-data")  # fmt: skip
+    response = client.post(
+        "/api/v1/tasks/sentiment/submissions",
+        data={"name": "m"},
+        content_type="multipart/form-data",
+    )
     assert_error(response, 422, "invalid_submission")
     assert_error(upload(client, b"x", name="bad/name"), 422)
     assert_error(upload(client, b"x", protocol="v7"), 422)
@@ -374,8 +389,11 @@ def test_failed_submission_shows_code_message_and_log(
     service.store.claim("w", 60)
     service.store.fail(job_id, "w", Failure("never_healthy", "no /health in 60 s", "boot...\n"))
     failure = client.get(f"/api/v1/submissions/{model_id}").get_json()["job"]["failure"]
-    assert failure == {"code": "never_healthy", "message": "no /health in 60 s",
-                       "log_tail": "boot...\n"}  # fmt: skip
+    assert failure == {
+        "code": "never_healthy",
+        "message": "no /health in 60 s",
+        "log_tail": "boot...\n",
+    }
 
 
 def test_list_submissions(client: FlaskClient, service: Service) -> None:
@@ -473,8 +491,9 @@ def test_bad_weights_are_400(client: FlaskClient, service: Service, weights: str
 
 @pytest.mark.parametrize("memory", ["0", "-1", "abc", "nan", "inf", "1e400", ""])
 def test_bad_instance_memory_is_422(client: FlaskClient, service: Service, memory: str) -> None:
-    response = client.get("/api/v1/tasks/sentiment/leaderboard",
-                          query_string={"instance_memory": memory})  # fmt: skip
+    response = client.get(
+        "/api/v1/tasks/sentiment/leaderboard", query_string={"instance_memory": memory}
+    )
     assert_error(response, 422)
 
 

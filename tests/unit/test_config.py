@@ -99,20 +99,32 @@ BROKEN = [
     ("metric not fitting an answer output", _set("output", {"type": "answer"}), "metric"),
     ("one label", _set("output.labels", ["yes"]), "output.labels"),
     ("duplicate labels", _set("output.labels", ["yes", "no", "yes"]), "output.labels"),
-    ("unquoted yes/no labels are YAML booleans", _set("output.labels", [True, False]),
-     "output.labels[0]"),
+    (
+        "unquoted yes/no labels are YAML booleans",
+        _set("output.labels", [True, False]),
+        "output.labels[0]",
+    ),
     ("unknown output type", _set("output.type", "score"), "output.type"),
     ("duplicate round names", _set("rounds.1.name", "alpha"), "rounds"),
     ("round name with a slash", _set("rounds.1.name", "r1/2"), "rounds[1].name"),
     ("round name that is not a string", _set("rounds.1.name", 12), "rounds[1].name"),
     ("round weight zero", _set("rounds.0.weight", 0), "rounds[0].weight"),
-    ("dataset path missing", _set("rounds.0.datasets.0.path", "datasets/toy/nope.jsonl"),
-     "rounds[0].datasets[0].path"),
+    (
+        "dataset path missing",
+        _set("rounds.0.datasets.0.path", "datasets/toy/nope.jsonl"),
+        "rounds[0].datasets[0].path",
+    ),
     ("perturb_fields not a subset", _set("perturb_fields", ["claim", "label"]), "perturb_fields"),
-    ("unknown perturbation", _set("perturbations.robustness", [{"name": "typoo"}]),
-     "perturbations.robustness[0].name"),
-    ("perturbation without a name", _set("perturbations.robustness", [{"seed": 1}]),
-     "perturbations.robustness[0].name"),
+    (
+        "unknown perturbation",
+        _set("perturbations.robustness", [{"name": "typoo"}]),
+        "perturbations.robustness[0].name",
+    ),
+    (
+        "perturbation without a name",
+        _set("perturbations.robustness", [{"seed": 1}]),
+        "perturbations.robustness[0].name",
+    ),
     ("unknown perturbation axis", _set("perturbations.speed", []), "perturbations.speed"),
     ("unknown weight axis", _set("weights.speed", 1), "weights.speed"),
     ("negative weight", _set("weights.memory", -1), "weights.memory"),
@@ -123,11 +135,14 @@ BROKEN = [
     ("boolean limit", _set("limits.memory_gib", True), "limits.memory_gib"),
     ("negative integer for a float limit", _set("limits.request_s", -1), "limits.request_s"),
     ("zero time budget", _set("limits.total_s", 0), "limits.total_s"),
-    ("zero sampling interval", _set("profiling.sample_interval_s", 0),
-     "profiling.sample_interval_s"),
+    (
+        "zero sampling interval",
+        _set("profiling.sample_interval_s", 0),
+        "profiling.sample_interval_s",
+    ),
     ("batch size zero", _set("batch_size", 0), "batch_size"),
     ("version as a string", _set("version", "1"), "version"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("change", "field"), [b[1:] for b in BROKEN], ids=[b[0] for b in BROKEN])

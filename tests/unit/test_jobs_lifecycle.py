@@ -19,11 +19,14 @@ from worker.job import (
 
 Q, R, D, F = JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.DONE, JobStatus.FAILED
 ALLOWED = {
-    (Q, R), (Q, F),  # claimed; cancelled/refused before it ran
-    (R, D), (R, F), (R, Q),  # finished; failed; platform fault or lost worker → retried
+    (Q, R),
+    (Q, F),  # claimed; cancelled/refused before it ran
+    (R, D),
+    (R, F),
+    (R, Q),  # finished; failed; platform fault or lost worker → retried
     (D, Q),  # re-scored when a round is added
     (F, Q),  # an operator's explicit retry
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize(("source", "target"), list(product(JobStatus, JobStatus)))

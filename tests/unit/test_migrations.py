@@ -50,8 +50,18 @@ def test_unique_score_key_exists_in_the_migrated_schema(tmp_path: Path) -> None:
     migrate(engine)
     uniques = inspect(engine).get_unique_constraints("scores")
     columns = {tuple(u["column_names"]) for u in uniques}
-    assert ("model_id", "task", "round", "dataset", "dataset_hash", "variant",
-            "variant_version", "seed", "slice", "metric") in columns  # fmt: skip
+    assert (
+        "model_id",
+        "task",
+        "round",
+        "dataset",
+        "dataset_hash",
+        "variant",
+        "variant_version",
+        "seed",
+        "slice",
+        "metric",
+    ) in columns
     engine.dispose()
 
 

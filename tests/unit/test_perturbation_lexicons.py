@@ -151,8 +151,13 @@ def test_paraphrase_works_offline_with_an_empty_nltk_data_dir(tmp_path):
     env = {**os.environ, "NLTK_DATA": str(tmp_path), "HOME": str(tmp_path)}
     result = subprocess.run(
         [sys.executable, "-W", "error", "-c", script],
-        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+        check=True,
+    )
     assert result.stdout.strip() == "The film was about a car"
     assert list(tmp_path.iterdir()) == []  # nothing downloaded or written
 

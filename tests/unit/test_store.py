@@ -41,11 +41,15 @@ def key(round_name: str = "r1", metric: str = "macro_f1", **extra: object) -> Sc
 
 
 def result(performance: float = 80.0, scores: list[Score] | None = None) -> EvaluationResult:
-    scores = scores if scores is not None else [
-        Score(key("r1"), performance, 84, performance - 5, performance + 5),
-        Score(key("r2"), performance - 10, 84),
-        Score(key("r1", "agreement", variant="typo", variant_version="1"), 95.0, 84),
-    ]  # fmt: skip
+    scores = (
+        scores
+        if scores is not None
+        else [
+            Score(key("r1"), performance, 84, performance - 5, performance + 5),
+            Score(key("r2"), performance - 10, 84),
+            Score(key("r1", "agreement", variant="typo", variant_version="1"), 95.0, 84),
+        ]
+    )
     return EvaluationResult(
         task="sentiment",
         status="done",
@@ -56,7 +60,7 @@ def result(performance: float = 80.0, scores: list[Score] | None = None) -> Eval
             "robustness": 90.0,
             "fairness": 99.0,
             "metric": "macro_f1",
-        },  # fmt: skip
+        },
         rounds=[{"round": "r1", "performance": performance}, {"round": "r2", "performance": 1.0}],
         scores=scores,
         profile={"throughput": {"examples_per_s": 100.0}},
@@ -292,7 +296,10 @@ def test_user_caused_failure_is_final_with_code_message_and_log(
     job = job_row(db, job_id)
     assert job.status == JobStatus.FAILED and job.finished_at is not None
     assert (job.failure_code, job.failure_message, job.log_tail) == (
-        "oom_killed", "the model was killed: out of memory", "line1\nKilled")  # fmt: skip
+        "oom_killed",
+        "the model was killed: out of memory",
+        "line1\nKilled",
+    )
     assert job.lease_owner is None
     history = attempts(db, job_id)
     assert [(a.outcome, a.failure_code) for a in history] == [("failed", "oom_killed")]
@@ -321,7 +328,10 @@ def test_platform_error_is_retried_with_back_off_until_max_attempts(
     assert store.fail(job_id, "w", fault) == JobStatus.FAILED
     assert job_row(db, job_id).status == JobStatus.FAILED
     assert [(a.attempt, a.outcome) for a in attempts(db, job_id)] == [
-        (1, "failed"), (2, "failed"), (3, "failed")]  # fmt: skip
+        (1, "failed"),
+        (2, "failed"),
+        (3, "failed"),
+    ]
 
 
 def test_fail_by_a_non_owner_is_ignored(store: JobStore, db: Database) -> None:
@@ -343,7 +353,8 @@ def test_requeue_stalled_requeues_an_expired_lease(store: JobStore, db: Database
     assert job.failure_code == "worker_lost"
     history = attempts(db, job_id)
     assert [(a.worker, a.outcome, a.failure_code) for a in history] == [
-        ("dead-worker", "lost", "worker_lost")]  # fmt: skip
+        ("dead-worker", "lost", "worker_lost")
+    ]
     assert not store.heartbeat(job_id, "dead-worker", 60, 0.5, "zombie")
     assert not store.finish(job_id, "dead-worker", result())  # a zombie cannot finish it
     make_available(db, job_id)

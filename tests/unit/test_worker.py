@@ -37,8 +37,9 @@ class FakeModel:
     """Protocol v1 over loopback: answers ``label`` for every instance; ``gate`` (if set)
     holds every /predict until the test opens it; ``crash`` answers 500."""
 
-    def __init__(self, label: str = "positive", gate: threading.Event | None = None,
-                 crash: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, label: str = "positive", gate: threading.Event | None = None, crash: bool = False
+    ) -> None:
         self.label, self.gate, self.crash = label, gate, crash
         self.batches = 0
 
@@ -71,8 +72,14 @@ class FakeModel:
                 if model.crash:
                     self._send(500, {"error": "boom"})
                     return
-                self._send(200, {"predictions": [{"uid": i["uid"], "label": model.label}
-                                                  for i in payload["instances"]]})  # fmt: skip
+                self._send(
+                    200,
+                    {
+                        "predictions": [
+                            {"uid": i["uid"], "label": model.label} for i in payload["instances"]
+                        ]
+                    },
+                )
 
         return Handler
 
@@ -318,7 +325,9 @@ def test_job_of_a_killed_worker_is_requeued_and_completed(env: Env) -> None:
             select(AttemptRow).where(AttemptRow.job_id == job_id).order_by(AttemptRow.attempt)
         ).all()
     assert [(a.worker, a.outcome, a.failure_code) for a in history] == [
-        ("killed-worker", "lost", "worker_lost"), (worker.worker_id, "done", None)]  # fmt: skip
+        ("killed-worker", "lost", "worker_lost"),
+        (worker.worker_id, "done", None),
+    ]
 
 
 def test_running_loop_recovers_stalled_jobs_without_burst(env: Env) -> None:
@@ -371,8 +380,12 @@ def test_end_to_end_real_example_model_scores_every_round(
     store.register_task("sentiment", 1, {})
     spec = example_runtime({"dir": "sentiment_lexicon", "task": "sentiment"}, "process")
     model_id, job_id = store.submit("sentiment", "sentiment-lexicon", spec)
-    worker = Worker(store, LocalBlobStore(tmp_path / "blobs"), {"sentiment": real_tasks["sentiment"]},
-                    heartbeat_s=0.2)  # fmt: skip
+    worker = Worker(
+        store,
+        LocalBlobStore(tmp_path / "blobs"),
+        {"sentiment": real_tasks["sentiment"]},
+        heartbeat_s=0.2,
+    )
     stats = worker.work(burst=True)
     found = Queries(db).submission(model_id, with_scores=True)
     assert stats.done == 1, found["job"]["failure"]
