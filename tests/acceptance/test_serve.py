@@ -1,9 +1,11 @@
-"""``dynaeval serve`` as a subprocess: it comes up, scores every example model with the
-process runtime, fills every leaderboard, and exits cleanly on SIGINT (Ctrl-C)."""
+"""``dynaeval serve`` as a subprocess: it comes up, scores every example model (as local
+processes, and as sandboxed containers where a Docker engine answers), fills every
+leaderboard, and exits cleanly on SIGINT (Ctrl-C)."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -40,16 +42,29 @@ def wait_until(check, seconds: float, what: str, proc: subprocess.Popen) -> Any:
         time.sleep(0.5)
 
 
+def require_docker() -> None:
+    from client.examples import docker_answers
+
+    if docker_answers():
+        return
+    if os.environ.get("DYNAEVAL_REQUIRE_DOCKER") == "1":
+        pytest.fail("Docker is required here, but no engine answers")
+    pytest.skip("no Docker engine answers")
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("runtime", ["process", pytest.param("docker", marks=pytest.mark.docker)])
 def test_serve_scores_the_examples_and_stops_on_sigint(
-    tmp_path: Path, cli_env: dict[str, str]
+    tmp_path: Path, cli_env: dict[str, str], runtime: str
 ) -> None:
+    if runtime == "docker":
+        require_docker()
     port = free_port()
     base = f"http://127.0.0.1:{port}/api/v1"
     log = (tmp_path / "serve.log").open("w+")
     proc = subprocess.Popen(
-        [*dynaeval_command(), "serve", "--port", str(port), "--example-runtime", "process"],
+        [*dynaeval_command(), "serve", "--port", str(port), "--example-runtime", runtime],
         cwd=tmp_path,  # the examples must not depend on the current directory
         env=cli_env,
         stdout=log,
@@ -70,6 +85,8 @@ def test_serve_scores_the_examples_and_stops_on_sigint(
             s for s in get(base, "/submissions")["submissions"] if s["job"]["status"] != "done"
         ]
         assert jobs == {"done": len(catalog)}, failures
+        kinds = {s["runtime"]["kind"] for s in get(base, "/submissions")["submissions"]}
+        assert kinds == {runtime}
         for task in {entry["task"] for entry in catalog}:
             board = get(base, f"/tasks/{task}/leaderboard")
             ranked = {m["name"]: m for m in board["models"]}
@@ -96,4 +113,4 @@ def test_serve_scores_the_examples_and_stops_on_sigint(
         log.close()
     assert code == 0, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
-    assert f"queued {len(catalog)} example models (process runtime)" in output
+    assert f"queued {len(catalog)} example models ({runtime} runtime)" in output
