@@ -27,8 +27,10 @@ def leaderboard(
     rows: list[dict[str, Any]],
     weights: Weights,
     instance_memory_gib: float | None = None,
+    current_hashes: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Ranked models with their axes, units and per-round breakdown."""
+    """Ranked models with their axes, units and per-round breakdown. With the task's
+    ``current_hashes``, a model scored on other data is marked partial (it is re-scored)."""
     memory = instance_memory_gib or task.instance_memory_gib
     complete = [row for row in rows if all(_finite(row.get(axis)) for axis in AXES)]
     incomplete = [row for row in rows if row not in complete]
@@ -43,7 +45,7 @@ def leaderboard(
         attrs = scored.attrs
         by_id = {row["model_id"]: row for row in complete}
         for model_id, line in scored.iterrows():
-            ranked.append(_entry(by_id[str(model_id)], line))
+            ranked.append(_entry(by_id[str(model_id)], line, current_hashes))
     return {
         "task": task.name,
         "metric": task.metric,
@@ -63,7 +65,9 @@ def leaderboard(
     }
 
 
-def _entry(row: dict[str, Any], line: pd.Series) -> dict[str, Any]:
+def _entry(
+    row: dict[str, Any], line: pd.Series, current_hashes: dict[str, str] | None
+) -> dict[str, Any]:
     entry = {
         "rank": int(line["rank"]),
         "model_id": row["model_id"],
@@ -82,6 +86,11 @@ def _entry(row: dict[str, Any], line: pd.Series) -> dict[str, Any]:
         ],
         "performance_ci": row.get("performance_ci"),
     }
+    if current_hashes is not None:
+        scored_on = row.get("dataset_hashes") or {}
+        stale = sorted(k for k, v in current_hashes.items() if scored_on.get(k) != v)
+        entry["partial"] = bool(stale)
+        entry["not_scored_on"] = stale
     return entry
 
 

@@ -69,7 +69,9 @@ def get_leaderboard(
     except ValueError as exc:
         raise ApiError(400, "bad_weights", str(exc)) from None
     rows = service().queries.leaderboard_rows(task.name)
-    return leaderboard(task, rows, chosen, instance_memory)
+    return leaderboard(
+        task, rows, chosen, instance_memory, current_hashes=service().dataset_hashes(task.name)
+    )
 
 
 @blp.route("/tasks/<task_name>/submissions")

@@ -17,6 +17,8 @@ import yaml
 
 from configs.loader import CONFIG_DIR, load_tasks
 from configs.schema import TaskSpec
+from evaluator.datasets import load_examples
+from evaluator.perturbed_sets import dataset_hash
 from store.blobs import BlobStore, LocalBlobStore
 from store.db import Database, default_data_dir, default_database_url
 from store.jobs import JobStore
@@ -38,6 +40,7 @@ class Service:
     config_dir: Path = CONFIG_DIR
     allow_local_runtimes: bool = False
     workers: list[Worker] = field(default_factory=list)
+    _hashes: dict[str, dict[str, str]] = field(default_factory=dict)
     threads: list[threading.Thread] = field(default_factory=list)
 
     @classmethod
@@ -106,6 +109,31 @@ class Service:
             model_id, _ = self.store.submit(entry["task"], entry["name"], spec)
             ids.append(model_id)
         return ids
+
+    def dataset_hashes(self, task_name: str) -> dict[str, str]:
+        """``{"round/dataset": hash}`` of the task's current held-out sets (read once)."""
+        if task_name not in self._hashes:
+            task = self.tasks[task_name]
+            self._hashes[task_name] = {
+                f"{spec.name}/{dataset.name}": dataset_hash(
+                    load_examples(task, dataset, self.config_dir)
+                )
+                for spec in task.rounds
+                for dataset in spec.datasets
+            }
+        return self._hashes[task_name]
+
+    def rescore_stale(self) -> list[str]:
+        """Queue a new evaluation of every model whose newest result was computed on other
+        rounds or data than its task has now (a round added, a dataset fixed): new test
+        data is scored for old models too. Returns the queued job ids."""
+        jobs = []
+        for task_name in self.tasks:
+            current = self.dataset_hashes(task_name)
+            for model_id, scored_on in self.queries.rescoring_candidates(task_name):
+                if scored_on != current:
+                    jobs.append(self.store.enqueue(model_id, stage="queued: task data changed"))
+        return jobs
 
     def close(self) -> None:
         self.stop_workers()

@@ -111,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     score.add_argument("--json", action="store_true")
 
+    sub.add_parser(
+        "rescore",
+        help="queue a new evaluation of every model scored on data its task no longer has "
+        "(run after adding a round; serve does it on start)",
+    )
+
     status = sub.add_parser("status", help="a submission's status and results")
     status.add_argument("model_id")
     status.add_argument("--server")

@@ -209,6 +209,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from client.examples import example_runtime_kind
 
     service = _service(args.allow_local_runtimes)
+    rescored = service.rescore_stale()
+    if rescored:
+        print(f"re-scoring {len(rescored)} models whose task data changed", flush=True)
     if not args.no_examples and service.store.count_models() == 0:
         kind = example_runtime_kind(args.example_runtime)
         ids = service.queue_examples(kind)
@@ -242,6 +245,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
         f"{stats.requeued} requeued",
         flush=True,
     )
+    return 0
+
+
+def cmd_rescore(args: argparse.Namespace) -> int:
+    service = _service()
+    try:
+        jobs = service.rescore_stale()
+    finally:
+        service.close()
+    print(f"queued {len(jobs)} re-evaluations")
     return 0
 
 
@@ -329,7 +342,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             weights = viewer_weights(task, args.weights)
         except ValueError as exc:
             raise CliError(str(exc)) from None
-        board = leaderboard(task, service.queries.leaderboard_rows(task.name), weights)
+        rows = service.queries.leaderboard_rows(task.name)
+        board = leaderboard(task, rows, weights, current_hashes=service.dataset_hashes(task.name))
     if args.json:
         render.emit_json(board)
     else:

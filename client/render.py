@@ -84,6 +84,10 @@ def leaderboard(board: dict[str, Any]) -> str:
     text = f"{board['task']} leaderboard (weights {board['weights']})\n" + table(
         ["rank", "model", "id", "dynascore", "perf", "ex/s", "GiB", "robust", "fair"], rows
     )
+    for entry in board["models"]:
+        if entry.get("partial"):
+            missing = ", ".join(entry["not_scored_on"])
+            text += f"\npartial: {entry['name']} not yet scored on {missing} (queued)"
     for entry in board.get("unranked", []):
         text += f"\nunranked: {entry['name']} ({entry['reason']})"
     return text

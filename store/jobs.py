@@ -90,6 +90,30 @@ class JobStore:
             )
         return model_id, job_id
 
+    def enqueue(self, model_id: str, *, max_attempts: int = 3, stage: str = "queued") -> str:
+        """A new evaluation job for an existing model (e.g. its task gained a round)."""
+        now = utcnow()
+        job_id = str(uuid.uuid4())
+        with self.db.session() as session, session.begin():
+            model = session.get(ModelRow, model_id)
+            if model is None:
+                raise KeyError(f"no model {model_id!r}")
+            session.add(
+                JobRow(
+                    id=job_id,
+                    model_id=model_id,
+                    task=model.task,
+                    status=JobStatus.QUEUED,
+                    attempts=0,
+                    max_attempts=max_attempts,
+                    available_at=now,
+                    progress=0.0,
+                    stage=stage,
+                    created_at=now,
+                )
+            )
+        return job_id
+
     def count_models(self) -> int:
         with self.db.session() as session:
             return len(session.scalars(select(ModelRow.id)).all())

@@ -8,6 +8,7 @@ from sqlalchemy import select
 
 from store.db import Database
 from store.models import AttemptRow, JobRow, ModelRow, ResultRow, ScoreRow, TaskRow
+from worker.job import JobStatus
 
 
 class Queries:
@@ -70,8 +71,25 @@ class Queries:
                 **result.summary,
                 "rounds": result.rounds,
                 "image_id": model.image_id,
+                "dataset_hashes": result.provenance.get("dataset_hashes", {}),
             }
         return list(newest.values())
+
+    def rescoring_candidates(self, task: str) -> list[tuple[str, dict[str, str]]]:
+        """(model id, dataset hashes of its newest result) for every model on ``task`` that
+        has a result and no job waiting or running."""
+        busy = (JobStatus.QUEUED, JobStatus.RUNNING)
+        with self.db.session() as session:
+            pending = set(
+                session.scalars(
+                    select(JobRow.model_id).where(JobRow.task == task, JobRow.status.in_(busy))
+                )
+            )
+        return [
+            (row["model_id"], row["dataset_hashes"])
+            for row in self.leaderboard_rows(task)
+            if row["model_id"] not in pending
+        ]
 
     def job_counts(self) -> dict[str, int]:
         with self.db.session() as session:
