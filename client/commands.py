@@ -64,11 +64,19 @@ def guess_runtime(model: str) -> str:
     return "docker"
 
 
+def _looks_like_path(model: str) -> bool:
+    first = shlex.split(model)[0] if model.strip() else model
+    return first.endswith((".py", ".tar", ".tar.gz", ".tgz")) or first.startswith(
+        ("./", "/", "../")
+    )
+
+
 def runtime_spec(model: str, kind: str, protocol: str) -> dict[str, Any]:
     if kind == "url":
         return {"kind": "url", "url": model, "protocol": protocol}
     if kind == "process":
-        command = [sys.executable, model] if model.endswith(".py") else shlex.split(model)
+        single_script = model.endswith(".py") and not any(c.isspace() for c in model)
+        command = [sys.executable, model] if single_script else shlex.split(model)
         return {"kind": "process", "command": command, "protocol": protocol}
     return {"kind": "docker", "image": model, "protocol": protocol}
 
@@ -81,6 +89,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     task = _task(args.task)
     kind = args.runtime or guess_runtime(args.model)
+    if kind != "url" and _looks_like_path(args.model) and not Path(args.model).exists():
+        raise CliError(f"no such file or directory: {args.model}")
     blobs = LocalBlobStore(default_data_dir() / "blobs")
     try:
         runtime = make_runtime(runtime_spec(args.model, kind, args.protocol), task.limits, blobs)
