@@ -6,6 +6,7 @@ same pieces from other URLs (PostgreSQL, S3) and run workers in other processes.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import sys
 import threading
@@ -41,6 +42,7 @@ class Service:
     allow_local_runtimes: bool = False
     workers: list[Worker] = field(default_factory=list)
     _hashes: dict[str, dict[str, str]] = field(default_factory=dict)
+    instance: str = "default"  # names this service's embedded workers (see start_workers)
     threads: list[threading.Thread] = field(default_factory=list)
 
     @classmethod
@@ -62,6 +64,9 @@ class Service:
             load_tasks(config_dir / "tasks"),
             config_dir,
             allow_local_runtimes,
+            # A restarted service gets the same worker ids (and so cleans up after its
+            # predecessor); two services on other data folders never share one.
+            instance=hashlib.blake2b(str(data_dir.resolve()).encode(), digest_size=4).hexdigest(),
         )
         for task in service.tasks.values():
             service.store.register_task(task.name, task.version, task.public_dict())
@@ -83,7 +88,7 @@ class Service:
                 self.blobs,
                 self.tasks,
                 config_dir=self.config_dir,
-                worker_id=default_worker_id(f"embedded-{index}"),
+                worker_id=default_worker_id(f"embedded-{self.instance}-{index}"),
                 **options,
             )
             thread = threading.Thread(target=worker.work, name=f"worker-{index}", daemon=True)

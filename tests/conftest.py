@@ -155,3 +155,16 @@ def config_dir(tmp_path: Path) -> Path:
 def toy_task(config_dir: Path) -> TaskSpec:
     """The ``toy`` task: inputs premise + claim, labels yes/no/maybe, rounds alpha and r12."""
     return load_tasks(config_dir / "tasks")["toy"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_worker_locks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Worker-id locks of this test session live in its own folder, so a second test run on
+    the same host (or a real worker) never collides with the ids the tests use."""
+    previous = os.environ.get("DYNAEVAL_LOCK_DIR")
+    os.environ["DYNAEVAL_LOCK_DIR"] = str(tmp_path_factory.mktemp("worker-locks"))
+    yield
+    if previous is None:
+        os.environ.pop("DYNAEVAL_LOCK_DIR", None)
+    else:
+        os.environ["DYNAEVAL_LOCK_DIR"] = previous

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlalchemy.exc import InterfaceError, OperationalError
+
 from configs.loader import CONFIG_DIR
 from configs.schema import TaskSpec
 from evaluator.errors import EvaluationError
@@ -20,6 +22,7 @@ from evaluator.runtime import Runtime
 from store.blobs import BlobStore
 from store.jobs import ClaimedJob, JobStore
 from worker.job import JobStatus
+from worker.lock import WorkerLock
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +78,12 @@ class Worker:
 
     def work(self, *, burst: bool = False) -> WorkerStats:
         """The loop. ``burst`` drains the queue and returns (tests, one-shot runs)."""
-        self.clean_leftovers()
+        with WorkerLock(self.worker_id):
+            self.clean_leftovers()
+            self._loop(burst)
+        return self.stats
+
+    def _loop(self, burst: bool) -> None:
         while not self._stopping.is_set():
             try:
                 self.stats.recovered += self.store.requeue_stalled()
@@ -92,7 +100,6 @@ class Worker:
                 self._stopping.wait(self.poll_s)
                 continue
             self.perform(job)
-        return self.stats
 
     def perform(self, job: ClaimedJob) -> None:
         """Run one claimed job to a stored outcome, whatever happens inside."""
@@ -103,8 +110,7 @@ class Worker:
             result = self.evaluate(job, progress)
         except Exception as exc:  # every job ends in a stored outcome, never stuck running
             log.exception("evaluating job %s failed on the platform side", job.id)
-            failure = Failure("platform_error", f"{type(exc).__name__}: {exc}", "", False)
-            result = EvaluationResult(job.task, "failed", failure=failure)
+            result = platform_failure(job.task, f"{type(exc).__name__}: {exc}")
         finally:
             progress.finished.set()
             beat.join(timeout=5)
@@ -113,34 +119,46 @@ class Worker:
     def evaluate(self, job: ClaimedJob, progress: _Progress) -> EvaluationResult:
         task = self.tasks.get(job.task)
         if task is None:
-            failure = Failure("platform_error", f"task {job.task!r} is not loaded", "", False)
-            return EvaluationResult(job.task, "failed", failure=failure)
+            return platform_failure(job.task, f"task {job.task!r} is not loaded")
         try:
             runtime = self.runtime_factory(job.runtime, task, self.blobs, self.worker_id)
         except EvaluationError as exc:
             return EvaluationResult(job.task, "failed", failure=_failure_of(exc))
         except Exception as exc:
             log.exception("could not build the runtime of job %s", job.id)
-            failure = Failure("platform_error", f"{type(exc).__name__}: {exc}", "", False)
-            return EvaluationResult(job.task, "failed", failure=failure)
+            return platform_failure(job.task, f"{type(exc).__name__}: {exc}")
         return run_evaluation(
             task, runtime, self.blobs, config_dir=self.config_dir, progress=progress.update
         )
 
     def record(self, job: ClaimedJob, result: EvaluationResult) -> None:
-        """Store the outcome; a result the store refuses fails the job as a platform fault."""
+        """Store the outcome. A result the store refuses fails the job as a platform fault; a
+        store that cannot be reached is retried a few times, then the job is left to its
+        lease: once it expires any worker requeues it. Nothing here ends the worker."""
+        for attempt in range(_RECORD_ATTEMPTS):
+            try:
+                self._record_once(job, result)
+                return
+            except _ResultRefused as refused:
+                result = platform_failure(job.task, refused.message)
+            except Exception:
+                log.exception("recording job %s failed (attempt %d)", job.id, attempt + 1)
+                self._stopping.wait(min(30.0, 2.0**attempt))
+        log.error("job %s left to its lease: the store could not record it", job.id)
+
+    def _record_once(self, job: ClaimedJob, result: EvaluationResult) -> None:
         if result.failure is None:
             try:
                 if self.store.finish(job.id, self.worker_id, result):
                     self.stats.done += 1
                 return
             except Exception as exc:  # rolled back as a whole: record why instead
-                log.exception("could not store the result of job %s", job.id)
-                message = f"could not store the result: {type(exc).__name__}: {exc}"
-                result = EvaluationResult(
-                    job.task, "failed", failure=Failure("platform_error", message[:2000], "", False)
-                )
-        assert result.failure is not None
+                if _is_unreachable(exc):
+                    raise
+                log.exception("the store refused the result of job %s", job.id)
+                raise _ResultRefused(
+                    f"could not store the result: {type(exc).__name__}: {exc}"
+                ) from exc
         status = self.store.fail(job.id, self.worker_id, result.failure)
         if status == JobStatus.QUEUED:
             self.stats.requeued += 1
@@ -183,6 +201,27 @@ class _Progress:
     def snapshot(self) -> tuple[float, str]:
         with self._lock:
             return self._fraction, self._stage
+
+
+_RECORD_ATTEMPTS = 5
+
+
+class _ResultRefused(Exception):
+    """The store rejected a result (e.g. a constraint): the job fails as a platform fault."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message[:2000]
+
+
+def _is_unreachable(exc: Exception) -> bool:
+    """A database that is down or busy (retry), as opposed to one refusing the data."""
+    return isinstance(exc, OperationalError | InterfaceError)
+
+
+def platform_failure(task: str, message: str) -> EvaluationResult:
+    """A failed result that is the platform's fault (retried, never counted against anyone)."""
+    return EvaluationResult(task, "failed", failure=Failure("platform_error", message, "", False))
 
 
 def _failure_of(exc: EvaluationError) -> Failure:

@@ -40,7 +40,8 @@ def data_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def cli_env(data_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DYNAEVAL_")}
+    keep = ("DYNAEVAL_LOCK_DIR", "DYNAEVAL_REQUIRE_DOCKER")  # set by the test session
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DYNAEVAL_") or k in keep}
     env["DYNAEVAL_DATA_DIR"] = str(data_dir)
     env["PYTHONUNBUFFERED"] = "1"
     return env
