@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -79,6 +80,11 @@ def load_tasks(tasks_dir: Path = TASKS_DIR) -> dict[str, TaskSpec]:
             raise ConfigError(str(path), "name", f"must match the file name {path.stem!r}")
         tasks[task.name] = task
     return tasks
+
+
+def _finite_number(value: Any) -> bool:
+    """A real number (YAML's .nan and .inf are not; neither are booleans)."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -169,7 +175,7 @@ class _TaskParser:
         return value
 
     def number(self, value: Any, field: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        if not _finite_number(value) or value <= 0:
             raise self.fail(field, "must be a positive number")
         return float(value)
 
@@ -274,7 +280,7 @@ class _TaskParser:
             )
         weights = {axis: spec.get(axis, 0) for axis in AXES}
         for axis, weight in weights.items():
-            if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
+            if not _finite_number(weight) or weight < 0:
                 raise self.fail(f"weights.{axis}", "must be a number >= 0")
         if not any(weights.values()):
             raise self.fail("weights", "at least one weight must be positive")
@@ -298,6 +304,7 @@ class _TaskParser:
             if (
                 not isinstance(item, expected)
                 or isinstance(item, bool)
+                or (isinstance(item, int | float) and not math.isfinite(item))
                 or (isinstance(item, int | float) and (item <= 0 if positive else item < 0))
             ):
                 bound = "> 0" if positive else ">= 0"

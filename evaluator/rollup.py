@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from configs.schema import TaskSpec
+from configs.schema import RoundSpec, TaskSpec
 from evaluator.results import ORIGINAL, POOLED, Score, pooled_variant
 from evaluator.scoring import AGREEMENT
 from metrics.bootstrap import interval_of
@@ -50,24 +50,38 @@ def _round_row(task: TaskSpec, round_name: str, scores: Sequence[Score]) -> dict
     return row
 
 
+def round_replicates(
+    spec: RoundSpec, replicates: Mapping[tuple[str, str], np.ndarray]
+) -> np.ndarray | None:
+    """Bootstrap replicates of a round's performance: the mean of its datasets' replicates
+    (datasets weigh equally, as in the point estimate), None when one is missing."""
+    sets = [replicates.get((spec.name, d.name)) for d in spec.datasets]
+    if any(reps is None for reps in sets):
+        return None
+    return np.mean(sets, axis=0)
+
+
 def overall_interval(
     task: TaskSpec, replicates: Mapping[tuple[str, str], np.ndarray]
 ) -> list[float] | None:
-    """95 % interval of the round-weighted performance: rounds are resampled independently
-    and combined replicate by replicate, the same way the point estimate is combined."""
-    per_round = []
-    for spec in task.rounds:
-        sets = [
-            replicates[(spec.name, d.name)]
-            for d in spec.datasets
-            if (spec.name, d.name) in replicates
-        ]
-        if len(sets) != len(spec.datasets):
-            return None
-        per_round.append((np.mean(sets, axis=0), spec.weight))
+    """95 % interval of the round-weighted performance: every set is resampled with its own
+    seed and the replicates are combined the same way the point estimate is combined."""
+    per_round = [(round_replicates(spec, replicates), spec.weight) for spec in task.rounds]
+    if any(reps is None for reps, _ in per_round):
+        return None
     total = sum(weight for _, weight in per_round)
     combined = sum(reps * weight for reps, weight in per_round) / total
     interval = interval_of(combined)
+    return [interval.low, interval.high]
+
+
+def _round_interval(
+    spec: RoundSpec, replicates: Mapping[tuple[str, str], np.ndarray]
+) -> list[float] | None:
+    reps = round_replicates(spec, replicates)
+    if reps is None:
+        return None
+    interval = interval_of(reps)
     return [interval.low, interval.high]
 
 
@@ -79,6 +93,9 @@ def summarise(
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The five axes (rounds averaged with their weights first) and the per-round rows."""
     rounds = [_round_row(task, r.name, scores) for r in task.rounds]
+    for spec, row in zip(task.rounds, rounds, strict=True):
+        if replicates and len(spec.datasets) > 1:  # one dataset: its own interval is the round's
+            row["performance_ci"] = _round_interval(spec, replicates)
     weights = {r.name: r.weight for r in task.rounds}
     summary: dict[str, Any] = {}
     for axis in ("performance", "robustness", "fairness"):

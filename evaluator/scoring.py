@@ -5,6 +5,7 @@ Pure computation over examples and predictions (no I/O); the pipeline feeds it.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -38,6 +39,13 @@ def outputs(predictions: Sequence[Prediction]) -> list[str]:
     return [p.output for p in predictions]
 
 
+def bootstrap_seed(seed: int, key: ScoreKey) -> int:
+    """A seed per scored set: every round and variant is resampled independently (equal-sized
+    rounds would otherwise draw the very same index matrix), reproducibly."""
+    text = f"{seed}\x1f{key.round}\x1f{key.dataset}\x1f{key.variant}".encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
+
+
 def performance_score(
     task: TaskSpec, key: ScoreKey, examples: Sequence[Example], predictions: Sequence[Prediction]
 ) -> Score:
@@ -58,7 +66,7 @@ def performance_with_replicates(
         pred,
         task.labels,
         n_resamples=task.bootstrap.n_resamples,
-        seed=task.bootstrap.seed,
+        seed=bootstrap_seed(task.bootstrap.seed, key),
     )
     interval = interval_of(replicates)
     score = Score(

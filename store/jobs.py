@@ -220,6 +220,8 @@ class JobStore:
                 )
             )
             job.status, job.progress, job.stage, job.finished_at = JobStatus.DONE, 1.0, "done", now
+            # an earlier attempt's failure stays in its attempt row, not on a finished job
+            job.failure_code = job.failure_message = job.log_tail = None
             job.lease_owner = job.lease_expires_at = None
             self._close_attempt(session, job, "done", None)
         return True

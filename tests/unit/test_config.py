@@ -141,6 +141,12 @@ BROKEN = [
         "profiling.sample_interval_s",
     ),
     ("batch size zero", _set("batch_size", 0), "batch_size"),
+    ("NaN weight", _set("weights.performance", float("nan")), "weights.performance"),
+    ("infinite weight", _set("weights.memory", float("inf")), "weights.memory"),
+    ("NaN instance memory", _set("instance_memory_gib", float("nan")), "instance_memory_gib"),
+    ("NaN round weight", _set("rounds.0.weight", float("nan")), "rounds[0].weight"),
+    ("NaN time budget", _set("limits.request_s", float("nan")), "limits.request_s"),
+    ("infinite memory limit", _set("limits.memory_gib", float("inf")), "limits.memory_gib"),
     ("version as a string", _set("version", "1"), "version"),
 ]
 

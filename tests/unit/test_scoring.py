@@ -232,3 +232,36 @@ def test_score_to_dict_is_flat(toy_task: TaskSpec) -> None:
     data = perf("alpha", 80.0).to_dict()
     assert data["variant"] == ORIGINAL and data["round"] == "alpha" and data["value"] == 80.0
     assert data["ci_low"] == 75.0 and data["slice"] == "" and data["seed"] == 0
+
+
+def test_equal_sized_rounds_are_resampled_independently(toy_task: TaskSpec) -> None:
+    """Each set gets its own bootstrap seed, reproducibly (one shared seed would draw the
+    same indices for equal-sized rounds and make the overall interval too narrow)."""
+    examples = [Example(f"u{i}", {"premise": "p", "claim": "c"}, "yes") for i in range(40)]
+    predictions = [Prediction(e.uid, "yes" if i % 3 else "no") for i, e in enumerate(examples)]
+    reps = {
+        name: scoring.performance_with_replicates(
+            toy_task, replace(BASE, round=name), examples, predictions
+        )[1]
+        for name in ("alpha", "r12")
+    }
+    assert not np.array_equal(reps["alpha"], reps["r12"])
+    again = scoring.performance_with_replicates(
+        toy_task, replace(BASE, round="alpha"), examples, predictions
+    )[1]
+    assert np.array_equal(again, reps["alpha"])
+
+
+def test_a_round_of_several_datasets_gets_an_interval(toy_task: TaskSpec) -> None:
+    first = toy_task.rounds[0]
+    extra = replace(first.datasets[0], name="extra")
+    two_sets = replace(toy_task, rounds=(replace(first, datasets=(first.datasets[0], extra)),))
+    replicates = {
+        (first.name, first.datasets[0].name): np.linspace(60, 80, 200),
+        (first.name, "extra"): np.linspace(70, 90, 200),
+    }
+    scores = [perf(first.name, 70.0), perf(first.name, 80.0, dataset="extra")]
+    summary, rows = summarise(two_sets, scores, {}, replicates)
+    assert rows[0]["performance"] == pytest.approx(75.0)  # datasets weigh equally
+    assert rows[0]["performance_ci"] == pytest.approx([65.5, 84.5], abs=0.1)
+    assert summary["performance_ci"] == pytest.approx(rows[0]["performance_ci"])
