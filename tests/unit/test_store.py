@@ -431,3 +431,17 @@ def test_queries_leaderboard_rows_keep_each_models_newest_result(
     assert len(queries.submissions("sentiment", limit=1)) == 1
     assert queries.submissions("nli") == []
     assert first != second
+
+
+def test_a_retry_that_succeeds_shows_no_failure(store: JobStore, db: Database) -> None:
+    _, job_id = store.submit("sentiment", "m", RUNTIME, max_attempts=3)
+    store.claim("w", 60)
+    store.fail(job_id, "w", Failure("platform_error", "docker engine went away", "log", False))
+    make_available(db, job_id)
+    store.claim("w", 60)
+    assert store.finish(job_id, "w", result())
+    job = job_row(db, job_id)
+    assert job.status == JobStatus.DONE
+    assert (job.failure_code, job.failure_message, job.log_tail) == (None, None, None)
+    history = [(a.attempt, a.outcome, a.failure_code) for a in attempts(db, job_id)]
+    assert history == [(1, "failed", "platform_error"), (2, "done", None)]
