@@ -8,9 +8,9 @@ from typing import Any
 
 import pandas as pd
 
-from configs.schema import AXES, TaskSpec
+from configs.schema import TaskSpec
 from dynascore.dynascore import compute
-from dynascore.weights import Weights
+from dynascore.weights import AXES, Weights
 
 
 def viewer_weights(task: TaskSpec, text: str | None) -> Weights:

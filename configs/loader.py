@@ -14,17 +14,17 @@ from typing import Any
 import yaml
 
 from configs.schema import (
-    AXES,
-    METRICS,
     BootstrapSpec,
     ConfigError,
     DatasetSpec,
+    Limits,
     PerturbationSpec,
     ProfilingSpec,
     RoundSpec,
     TaskSpec,
 )
-from evaluator.runtime import Limits
+from dynascore.weights import AXES
+from metrics.metric import metric_names
 from perturbations.perturbation import perturbation_names
 
 CONFIG_DIR = Path(__file__).resolve().parent
@@ -209,8 +209,9 @@ class _TaskParser:
         return "label", labels
 
     def metric(self, value: Any, output_type: str) -> str:
-        if value not in METRICS:
-            raise self.fail("metric", f"unknown metric {value!r} (known: {', '.join(METRICS)})")
+        if value not in metric_names():
+            known = ", ".join(metric_names())
+            raise self.fail("metric", f"unknown metric {value!r} (known: {known})")
         qa_metric = value in ("squad_f1", "exact_match")
         if qa_metric != (output_type == "answer"):
             raise self.fail("metric", f"{value!r} does not fit output type {output_type!r}")

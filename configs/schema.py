@@ -7,10 +7,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from evaluator.runtime import Limits
 
-AXES = ("performance", "throughput", "memory", "robustness", "fairness")
-METRICS = ("accuracy", "macro_f1", "squad_f1", "exact_match")
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits and time budgets for one model (from the task config)."""
+
+    memory_gib: float = 2.0
+    cpus: float = 1.0
+    pids: int = 256
+    tmpfs_mib: int = 64
+    startup_s: float = 60.0
+    request_s: float = 30.0
+    total_s: float = 1800.0
+    max_reply_bytes: int = 8 * 1024 * 1024
+    max_image_bytes: int = 2 * 1024**3
+    max_log_bytes: int = 64 * 1024
 
 
 class ConfigError(ValueError):

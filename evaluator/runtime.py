@@ -11,21 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits and time budgets for one model (from the task config)."""
-
-    memory_gib: float = 2.0
-    cpus: float = 1.0
-    pids: int = 256
-    tmpfs_mib: int = 64
-    startup_s: float = 60.0
-    request_s: float = 30.0
-    total_s: float = 1800.0
-    max_reply_bytes: int = 8 * 1024 * 1024
-    max_image_bytes: int = 2 * 1024**3
-    max_log_bytes: int = 64 * 1024
+from configs.schema import Limits  # re-exported: runtimes take their limits from the task
 
 
 @dataclass(frozen=True)
