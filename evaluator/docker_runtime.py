@@ -7,6 +7,8 @@ whatever the image says (images built to run as root run as 10001 too), no capab
 no-new-privileges, and a size-capped json-file log. The evaluator reaches the model at the
 guard's IP on the internal network; nothing is published on the host. ``stop()`` removes
 both containers and the network, always; a watchdog does it if nobody calls ``stop()``.
+With ``remove_image_on_stop`` it then removes the image too (one the job itself loaded or
+pulled), unless another tag or a container still uses it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,7 @@ from docker.types import Ulimit
 
 from evaluator import docker_sandbox as sandbox
 from evaluator.errors import EvaluationError, FailureCode
-from evaluator.images import check_size, image_ref
+from evaluator.images import check_size, image_ref, release
 from evaluator.runtime import Endpoint, Limits, ResourceSample, Runtime, RuntimeInfo
 
 PORTS = {"v1": 8080, "dynalab2": 80}
@@ -33,7 +36,11 @@ _DISK_FULL_MARKERS = ("No space left on device", "[Errno 28]", "ENOSPC")
 
 
 class DockerRuntime(Runtime):
-    """Run ``image`` (an image ID or a local tag) in the sandbox, speaking ``protocol``."""
+    """Run ``image`` (an image ID or a local tag) in the sandbox, speaking ``protocol``.
+
+    ``remove_image_on_stop``: after the run, remove the image and ``own_tags`` (the tags the
+    job's own load created); only for images that were not in the engine before the job.
+    """
 
     kind = "docker"
 
@@ -48,6 +55,8 @@ class DockerRuntime(Runtime):
         env: dict[str, str] | None = None,
         guard_image: str = sandbox.GUARD_IMAGE,
         hard_timeout_s: float | None = None,
+        remove_image_on_stop: bool = False,
+        own_tags: Iterable[str] = (),
     ) -> None:
         if protocol not in PORTS:
             raise ValueError(f"unknown protocol {protocol!r} (known: {', '.join(PORTS)})")
@@ -73,6 +82,9 @@ class DockerRuntime(Runtime):
         self._peak_bytes = 0
         self._peak_pids = 0
         self._hard_stopped = False
+        self.remove_image_on_stop = remove_image_on_stop
+        self.own_tags = tuple(own_tags)
+        self.image_removed: bool | None = None  # set by stop() when removal was asked for
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> Endpoint:
@@ -169,6 +181,9 @@ class DockerRuntime(Runtime):
                     errors.append(f"{attr}: {exc}")
             if errors:
                 raise RuntimeError("could not remove the sandbox: " + "; ".join(errors))
+            if self.remove_image_on_stop and self.image_removed is None:
+                image_id = self.ref.image_id if self.ref else self.image
+                self.image_removed = release(image_id, self.own_tags, self.client)
 
     # -- state ------------------------------------------------------------------------------
     def _state(self) -> dict[str, Any] | None:

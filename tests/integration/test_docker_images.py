@@ -6,20 +6,24 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import lzma
 import shutil
 import subprocess
 import tarfile
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from evaluator import images
 from evaluator.errors import EvaluationError, FailureCode
 from evaluator.images import (
     ImageRef,
     build_directory,
     image_ref,
+    inspect_tarball,
     load_tarball,
     pull,
     resolve_source,
@@ -33,12 +37,13 @@ LIMITS = Limits(max_image_bytes=16 * 1024**2)
 TINY = ("dynaeval-test/tiny-a:latest", "dynaeval-test/tiny-b:latest")
 
 
-def save(path: Path, *images: str, compress: bool = False) -> Path:
-    """``docker save`` (optionally gzipped) to ``path``."""
-    subprocess.run(["docker", "save", "-o", str(path), *images], check=True)
+def save(path: Path, *names: str, compress: bool | str = False) -> Path:
+    """``docker save`` (optionally gzipped, or ``compress="xz"``) to ``path``."""
+    subprocess.run(["docker", "save", "-o", str(path), *names], check=True)
     if compress:
-        packed = path.with_name(path.name + ".gz")
-        with open(path, "rb") as src, gzip.open(packed, "wb", compresslevel=1) as dst:
+        packed = path.with_name(path.name + (".xz" if compress == "xz" else ".gz"))
+        opener = lzma.open if compress == "xz" else gzip.open
+        with open(path, "rb") as src, opener(packed, "wb") as dst:
             shutil.copyfileobj(src, dst)
         path.unlink()
         return packed
@@ -72,7 +77,7 @@ def test_build_directory_gives_a_pinned_ref(tiny_images):
     assert ref.digest is None
 
 
-@pytest.mark.parametrize("compress", [False, True], ids=["tar", "tar.gz"])
+@pytest.mark.parametrize("compress", [False, True, "xz"], ids=["tar", "tar.gz", "tar.xz"])
 def test_tarball_round_trip(docker_client, tiny_images, tmp_path, compress):
     original = tiny_images[TINY[0]]
     tarball = save(tmp_path / "model.tar", TINY[0], compress=compress)
@@ -144,6 +149,71 @@ def test_small_tarball_of_a_large_image(docker_client, zoo_image, tmp_path):
         docker_client.images.load(tarball.read_bytes())  # leave the zoo image for others
 
 
+SMALL = Limits(max_image_bytes=1024**2)
+_ZEROS_16M = gzip.compress(bytes(16 * 1024**2), compresslevel=9)  # ~16 KiB
+
+
+def gzip_bomb(path: Path, header: tarfile.TarInfo, unpacked: int) -> Path:
+    """A tar header then ``unpacked`` zero bytes, as concatenated gzip members (~1 KiB/GiB...
+    well, ~1 MiB per GiB), written in milliseconds."""
+    with open(path, "wb") as handle:
+        handle.write(gzip.compress(header.tobuf(format=tarfile.USTAR_FORMAT)))
+        for _ in range(unpacked // (16 * 1024**2)):
+            handle.write(_ZEROS_16M)
+    return path
+
+
+def test_gzip_bomb_stops_at_the_unpacked_limit(tmp_path):
+    """1 GiB of members in a ~1 MiB .gz: refused as too large after reading one header."""
+    layer = tarfile.TarInfo("layer.tar")
+    layer.size = 1024**3
+    bomb = gzip_bomb(tmp_path / "bomb.tar.gz", layer, 1024**3)
+    assert bomb.stat().st_size < SMALL.max_image_bytes * 2
+    started = time.monotonic()
+    with pytest.raises(EvaluationError) as exc_info:
+        inspect_tarball(bomb, replace(SMALL, max_image_bytes=2 * 1024**2))
+    assert "unpacks to more than" in assert_code(exc_info, FailureCode.IMAGE_TOO_LARGE)
+    assert time.monotonic() - started < 1.0
+
+
+def test_huge_pax_header_is_not_read(tmp_path):
+    """An extended header claiming 1 GiB is refused before tarfile reads it into memory."""
+    pax = tarfile.TarInfo("././@PaxHeader")
+    pax.type = tarfile.XHDTYPE
+    pax.size = 1024**3
+    bomb = gzip_bomb(tmp_path / "pax.tar.gz", pax, 1024**3)
+    started = time.monotonic()
+    with pytest.raises(EvaluationError) as exc_info:
+        inspect_tarball(bomb, SMALL)
+    assert_code(exc_info, FailureCode.IMAGE_TOO_LARGE)
+    assert time.monotonic() - started < 1.0
+
+
+def _tar_gz(path: Path, members: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_many_members_add_up_to_too_large(tmp_path):
+    members = {"manifest.json": b"[]"} | {f"{i}/layer.tar": bytes(100 * 1024) for i in range(20)}
+    tarball = _tar_gz(tmp_path / "many.tar.gz", members)
+    with pytest.raises(EvaluationError) as exc_info:
+        inspect_tarball(tarball, SMALL)
+    assert_code(exc_info, FailureCode.IMAGE_TOO_LARGE)
+
+
+def test_too_many_members_is_not_loadable(tmp_path, monkeypatch):
+    monkeypatch.setattr(images, "MAX_TAR_MEMBERS", 50)
+    tarball = _tar_gz(tmp_path / "swarm.tar.gz", {f"f{i}": b"" for i in range(60)})
+    with pytest.raises(EvaluationError) as exc_info:
+        inspect_tarball(tarball, SMALL)
+    assert "more than 50 members" in assert_code(exc_info, FailureCode.IMAGE_NOT_LOADABLE)
+
+
 def test_tarball_cannot_hijack_a_local_tag(docker_client, tiny_images, tmp_path):
     victim, intruder = (tiny_images[tag] for tag in TINY)
     hijack_tag = "dynaeval-test/victim:latest"
@@ -204,6 +274,25 @@ def test_pull_from_a_local_registry(docker_client, tiny_images, registry):
         remove_images(docker_client, reference)
 
 
+def test_pull_never_moves_a_local_tag(docker_client, tiny_images, registry):
+    """The registry's image is pulled by digest even when a local tag has the same name."""
+    remote, local = (tiny_images[tag] for tag in TINY)
+    reference = f"{registry}/same-name:1"
+    docker_client.images.get(remote.image_id).tag(reference)
+    try:
+        for line in docker_client.images.push(
+            f"{registry}/same-name", tag="1", stream=True, decode=True
+        ):
+            assert "error" not in line, line
+        docker_client.images.get(local.image_id).tag(reference)  # a local impostor
+        acquired = images.acquire_pull(reference, LIMITS, docker_client)
+        assert acquired.ref.image_id == remote.image_id
+        assert not acquired.fresh  # it was here before (as tiny-a): never released
+        assert docker_client.images.get(reference).id == local.image_id
+    finally:
+        remove_images(docker_client, reference)
+
+
 def test_pull_errors(docker_client, zoo_image, registry):
     with pytest.raises(EvaluationError) as exc_info:
         pull(f"{registry}/no-such-model:1", LIMITS, docker_client)
@@ -220,7 +309,8 @@ def test_pull_errors(docker_client, zoo_image, registry):
             pull(reference, small, docker_client)
         assert_code(exc_info, FailureCode.IMAGE_TOO_LARGE)
     finally:
-        remove_images(docker_client, reference)
+        digests = docker_client.images.get(big).attrs.get("RepoDigests") or []
+        remove_images(docker_client, reference, *(d for d in digests if d.startswith(registry)))
     assert docker_client.images.get(big).id  # an image that was here before is never removed
 
 
