@@ -378,3 +378,8 @@ class DockerRuntime(Runtime):
 def cleanup_leftovers(owner: str, client: docker.DockerClient | None = None) -> int:
     """Remove containers, networks and volumes labelled for ``owner`` (call on worker start)."""
     return sandbox.cleanup_leftovers(owner, client)
+
+
+def pin_guard_image(client: docker.DockerClient | None = None) -> str:
+    """Resolve the guard image to its ID for the rest of this process (call on worker start)."""
+    return sandbox.pinned_image(client or docker.from_env(), sandbox.GUARD_IMAGE)

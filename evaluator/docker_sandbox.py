@@ -26,6 +26,7 @@ bind port 80 (Dynalab 2.0 images listen there).
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import uuid
 
@@ -87,6 +88,25 @@ def create_network(client: docker.DockerClient, owner: str, run_id: str):
     )
 
 
+_PINNED: dict[str, str] = {}
+_PIN_LOCK = threading.Lock()
+
+
+def pinned_image(client: docker.DockerClient, name: str) -> str:
+    """The image ID ``name`` had the first time this process asked. Guards start by ID, so an
+    uploaded tarball that briefly carries the guard's tag while it loads can never become a
+    guard (workers pin it on start, before any job runs)."""
+    with _PIN_LOCK:
+        if name not in _PINNED:
+            try:
+                _PINNED[name] = client.images.get(name).id
+            except (APIError, DockerException) as exc:
+                raise EvaluationError(
+                    FailureCode.PLATFORM_ERROR, f"the guard image {name!r} is missing: {exc}"
+                ) from None
+        return _PINNED[name]
+
+
 def start_guard(
     client: docker.DockerClient,
     network_name: str,
@@ -98,7 +118,7 @@ def start_guard(
     """Start the namespace-owning guard and wait until its rules are in place."""
     try:
         guard = client.containers.run(
-            image,
+            pinned_image(client, image),
             ["/bin/sh", "-c", _GUARD_SCRIPT],
             name=f"dynaeval-{run_id}-guard",
             detach=True,

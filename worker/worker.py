@@ -175,15 +175,15 @@ class Worker:
                 log.exception("heartbeat for job %s failed", job.id)
 
     def clean_leftovers(self) -> None:
-        """Remove containers and networks a previous run of this worker left behind."""
-        try:
-            from evaluator.docker_runtime import cleanup_leftovers
-        except ImportError:
-            return
+        """Remove containers and networks a previous run of this worker left behind, and pin
+        the sandbox's guard image before any job can load an upload."""
+        from evaluator.docker_runtime import cleanup_leftovers, pin_guard_image
+
         try:
             cleanup_leftovers(self.worker_id)
-        except Exception as exc:  # no engine: nothing of ours can be left in it
-            log.debug("no docker cleanup: %s", exc)
+            pin_guard_image()
+        except Exception as exc:  # no engine (or no base image): nothing of ours can run there
+            log.debug("no docker preparation: %s", exc)
 
 
 class _Progress:
