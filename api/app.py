@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from flask import Flask, jsonify, redirect
+from flask import Flask, redirect
 from flask_smorest import Api
+from werkzeug.wrappers import Response
 
 from api import errors
 from api.routes import blp
+from api.schemas import ErrorSchema
 from api.service import Service
+
+
+class DynaevalApi(Api):
+    """flask-smorest's Api, documenting errors as they really leave (``api.errors``)."""
+
+    ERROR_SCHEMA = ErrorSchema
 
 
 def create_app(service: Service) -> Flask:
@@ -23,16 +31,13 @@ def create_app(service: Service) -> Flask:
         JSON_SORT_KEYS=False,
     )
     app.extensions["dynaeval"] = service
-    api = Api(app)
+    api = DynaevalApi(app)
     api.register_blueprint(blp)
     errors.install(app)
-
-    @app.get("/")
-    def index():  # type: ignore[no-untyped-def]
-        return redirect("/api/v1/tasks")
-
-    @app.get("/leaderboard/<task_name>")
-    def leaderboard_json(task_name: str):  # type: ignore[no-untyped-def]
-        return jsonify({"see": f"/api/v1/tasks/{task_name}/leaderboard"})
-
+    app.add_url_rule("/", "index", index)
     return app
+
+
+def index() -> Response:
+    """The API's entry point: the task list."""
+    return redirect("/api/v1/tasks")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from flask import current_app, request, url_for
 from flask.views import MethodView
@@ -12,19 +13,53 @@ from flask_smorest import Blueprint
 from api.errors import ApiError
 from api.leaderboard import leaderboard, viewer_weights
 from api.schemas import (
+    SUBMIT_REQUEST_BODY,
+    ErrorSchema,
+    HealthSchema,
     LeaderboardQuerySchema,
+    LeaderboardSchema,
+    ScoresSchema,
     SubmissionListQuerySchema,
+    SubmissionListSchema,
+    SubmissionSchema,
     SubmitFormSchema,
     SubmitJsonSchema,
     SubmittedSchema,
+    TaskListSchema,
+    TaskSchema,
+    TaskSubmissionListQuerySchema,
 )
 from api.service import Service
 from configs.schema import TaskSpec
 from evaluator.errors import EvaluationError
-from evaluator.factory import validate_spec
+from evaluator.factory import check_registry_reference, validate_spec
 from evaluator.images import inspect_tarball
 
 blp = Blueprint("v1", __name__, url_prefix="/api/v1", description="Dynaeval API v1")
+F = TypeVar("F", bound=Callable[..., Any])
+ERRORS = {
+    400: "bad_json (the body is not a JSON object) or bad_weights",
+    403: "runtime_not_allowed: this server takes only docker submissions",
+    404: "unknown_task or unknown_submission",
+    413: "image_too_large: the upload exceeds the task's image limit",
+    422: "invalid_submission, image_not_loadable or a query/form field out of range",
+}
+
+
+def errors(*statuses: int) -> Callable[[F], F]:
+    """Document the error responses a route can give, each with the Error schema."""
+
+    def decorate(func: F) -> F:
+        for status in statuses:
+            func = blp.alt_response(status, schema=ErrorSchema, description=ERRORS[status])(func)
+        return func
+
+    return decorate
+
+
+def ok(schema: type, status: int = 200) -> Callable[[F], F]:
+    """Document the success body without re-serialising what the view returns."""
+    return blp.alt_response(status, schema=schema, success=True)
 
 
 def service() -> Service:
@@ -40,24 +75,30 @@ def task_or_404(name: str) -> TaskSpec:
 
 
 @blp.route("/health")
+@ok(HealthSchema)
 def health() -> dict[str, Any]:
     """Liveness and queue counts."""
     return {"status": "ok", "jobs": service().queries.job_counts()}
 
 
 @blp.route("/tasks")
+@ok(TaskListSchema)
 def list_tasks() -> dict[str, Any]:
     """Every task with its fields, labels, rounds, limits and default weights."""
     return {"tasks": [task.public_dict() for task in service().tasks.values()]}
 
 
 @blp.route("/tasks/<task_name>")
+@ok(TaskSchema)
+@errors(404)
 def get_task(task_name: str) -> dict[str, Any]:
     """One task's definition (limits are shown before anyone submits)."""
     return task_or_404(task_name).public_dict()
 
 
 @blp.route("/tasks/<task_name>/leaderboard")
+@ok(LeaderboardSchema)
+@errors(400, 404, 422)
 @blp.arguments(LeaderboardQuerySchema, location="query", as_kwargs=True)
 def get_leaderboard(
     task_name: str, weights: str | None = None, instance_memory: float | None = None
@@ -76,17 +117,21 @@ def get_leaderboard(
 
 @blp.route("/tasks/<task_name>/submissions")
 class Submissions(MethodView):
-    @blp.arguments(SubmissionListQuerySchema, location="query", as_kwargs=True)
-    def get(self, task_name: str, task: str | None = None, limit: int = 100) -> dict[str, Any]:
+    @ok(SubmissionListSchema)
+    @errors(404, 422)
+    @blp.arguments(TaskSubmissionListQuerySchema, location="query", as_kwargs=True)
+    def get(self, task_name: str, limit: int = 100) -> dict[str, Any]:
         """Submissions to a task, newest first."""
         task_or_404(task_name)
         return {"submissions": service().queries.submissions(task_name, limit)}
 
     @blp.response(201, SubmittedSchema)
+    @errors(400, 403, 404, 413, 422)
     @blp.doc(
-        description="Submit a model: JSON {name, runtime: {kind: docker, image, protocol}} "
-        "or multipart/form-data with an `image` file (a `docker save` tarball), `name` "
-        "and `protocol`."
+        description="Submit a model: JSON {name, runtime: {kind: docker, image: <registry "
+        "reference>, protocol}} or multipart/form-data with an `image` file (a `docker save` "
+        "tarball), `name` and `protocol`.",
+        requestBody=SUBMIT_REQUEST_BODY,
     )
     def post(self, task_name: str) -> dict[str, Any]:
         """Submit a model for evaluation; returns the queued submission."""
@@ -131,9 +176,9 @@ class Submissions(MethodView):
                 "runtime_not_allowed",
                 f"this server accepts only docker submissions, not {runtime['kind']!r}",
             )
-        if runtime["kind"] == "docker" and "blob" in runtime:
-            raise ApiError(422, "invalid_submission", "runtime.blob is set by uploads only")
         try:
+            if runtime["kind"] == "docker":
+                runtime = _registry_spec(runtime)
             return data["name"], validate_spec(runtime)
         except ValueError as exc:
             raise ApiError(422, "invalid_submission", str(exc)) from None
@@ -159,11 +204,25 @@ class Submissions(MethodView):
             raise ApiError(422, exc.code.value, exc.message) from None
         return form["name"], {
             "kind": "docker",
+            "source": "upload",
             "blob": key,
             "protocol": form["protocol"],
             "image_id": image_id,
             "image": upload.filename or "upload",
         }
+
+
+def _registry_spec(runtime: dict[str, Any]) -> dict[str, Any]:
+    """A JSON docker runtime names a registry image (pulled, never the server's own engine)."""
+    if not runtime.get("image"):
+        raise ValueError("a docker runtime needs 'image' (a registry reference)")
+    reference = check_registry_reference(runtime["image"])
+    return {
+        "kind": "docker",
+        "source": "registry",
+        "image": reference,
+        "protocol": runtime["protocol"],
+    }
 
 
 class _Capped:
@@ -181,6 +240,8 @@ class _Capped:
 
 
 @blp.route("/submissions/<model_id>")
+@ok(SubmissionSchema)
+@errors(404)
 def get_submission(model_id: str) -> dict[str, Any]:
     """Status, progress, failure (code, message, log tail) and results of a submission."""
     found = service().queries.submission(model_id)
@@ -190,6 +251,8 @@ def get_submission(model_id: str) -> dict[str, Any]:
 
 
 @blp.route("/submissions/<model_id>/scores")
+@ok(ScoresSchema)
+@errors(404)
 def get_scores(model_id: str) -> dict[str, Any]:
     """Every score of a submission under its full key (round, dataset hash, variant, slice)."""
     found = service().queries.submission(model_id, with_scores=True)
@@ -199,6 +262,8 @@ def get_scores(model_id: str) -> dict[str, Any]:
 
 
 @blp.route("/submissions")
+@ok(SubmissionListSchema)
+@errors(404, 422)
 @blp.arguments(SubmissionListQuerySchema, location="query", as_kwargs=True)
 def list_submissions(task: str | None = None, limit: int = 100) -> dict[str, Any]:
     """Submissions across tasks, newest first."""

@@ -12,6 +12,7 @@ from client import commands
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``dynaeval`` parser: one small function below per sub-command."""
     parser = argparse.ArgumentParser(
         prog="dynaeval",
         description="Evaluate model containers on every round of a task, with perturbations, "
@@ -19,7 +20,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (
+        _serve,
+        _worker,
+        _tasks,
+        _evaluate,
+        _submit,
+        _leaderboard,
+        _dynascore,
+        _rescore,
+        _status,
+    ):
+        add(sub)
+    return parser
 
+
+Subparsers = argparse._SubParsersAction  # argparse has no public name for it
+
+
+def _serve(sub: Subparsers) -> None:
     serve = sub.add_parser(
         "serve", help="run the API and an embedded worker (SQLite + local folder)"
     )
@@ -43,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="accept process/url submissions over the API (trusted setups only)",
     )
 
+
+def _worker(sub: Subparsers) -> None:
     worker = sub.add_parser("worker", help="run a worker against the configured database")
     worker.add_argument("--burst", action="store_true", help="drain the queue, then exit")
     worker.add_argument(
@@ -52,9 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
         "with the same name removes its predecessor's leftover containers",
     )
 
+
+def _tasks(sub: Subparsers) -> None:
     tasks = sub.add_parser("tasks", help="list the tasks")
     tasks.add_argument("--json", action="store_true")
 
+
+def _evaluate(sub: Subparsers) -> None:
     evaluate = sub.add_parser("evaluate", help="evaluate one model locally (no server needed)")
     evaluate.add_argument(
         "model",
@@ -80,21 +105,58 @@ def build_parser() -> argparse.ArgumentParser:
         "--fail-under", type=float, metavar="X", help="exit 1 when performance is below X"
     )
 
+
+def _submit(sub: Subparsers) -> None:
     submit = sub.add_parser("submit", help="submit a model (to --server, or the local database)")
-    submit.add_argument("model", help="image tarball or image reference (docker runtime)")
+    submit.add_argument(
+        "model", help="a `docker save` tarball, or an image reference in a registry"
+    )
     submit.add_argument("--task", required=True)
     submit.add_argument("--name", required=True)
     submit.add_argument("--protocol", choices=["v1", "dynalab2"], default="v1")
     submit.add_argument("--server", help="API base URL, e.g. http://127.0.0.1:8000")
-    submit.add_argument("--wait", action="store_true", help="wait for the result")
-    submit.add_argument("--json", action="store_true")
+    submit.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait until the job is done or failed (locally, a `dynaeval worker` must run)",
+    )
+    submit.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=3600.0,
+        metavar="SECONDS",
+        help="give up waiting after this long and exit 1 (default 3600)",
+    )
+    submit.add_argument(
+        "--fail-under",
+        type=float,
+        metavar="X",
+        help="implies --wait; exit 1 when the job failed or its performance is below X",
+    )
+    submit.add_argument(
+        "--json", action="store_true", help="print the submission (with results) as JSON"
+    )
 
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, not {text!r}")
+    return value
+
+
+def _leaderboard(sub: Subparsers) -> None:
     board = sub.add_parser("leaderboard", help="a task's leaderboard")
     board.add_argument("task")
     board.add_argument("--weights", help="e.g. performance:4,throughput:1,memory:0")
     board.add_argument("--server", help="API base URL (default: the local database)")
     board.add_argument("--json", action="store_true")
 
+
+def _dynascore(sub: Subparsers) -> None:
     score = sub.add_parser("dynascore", help="Dynascore of a CSV table of model metrics")
     score.add_argument(
         "csv",
@@ -111,17 +173,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     score.add_argument("--json", action="store_true")
 
+
+def _rescore(sub: Subparsers) -> None:
     sub.add_parser(
         "rescore",
         help="queue a new evaluation of every model scored on data its task no longer has "
         "(run after adding a round; serve does it on start)",
     )
 
+
+def _status(sub: Subparsers) -> None:
     status = sub.add_parser("status", help="a submission's status and results")
     status.add_argument("model_id")
     status.add_argument("--server")
     status.add_argument("--json", action="store_true")
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -66,6 +66,29 @@ def evaluation(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def submission(found: dict[str, Any]) -> str:
+    """A submission in a line or two: status and stage, performance, or the failure."""
+    job = found.get("job") or {}
+    text = (
+        f"submission {found.get('id')} ({found.get('name')} on {found.get('task')}): "
+        f"{job.get('status')}"
+    )
+    if job.get("status") not in ("done", "failed") and job.get("stage"):
+        text += f" ({job.get('progress', 0) * 100:.0f}%, {job['stage']})"
+    results = found.get("results") or {}
+    if job.get("status") == "done" and results:
+        text += (
+            f"\nperformance {fmt(results.get('performance'))}  "
+            f"robustness {fmt(results.get('robustness'))}  "
+            f"fairness {fmt(results.get('fairness'))}  "
+            f"throughput {fmt(results.get('throughput'), 1)} ex/s  "
+            f"memory {fmt(results.get('memory'), 3)} GiB"
+        )
+    if job.get("failure"):
+        text += "\n" + evaluation({"status": "failed", "failure": job["failure"]})
+    return text
+
+
 def leaderboard(board: dict[str, Any]) -> str:
     rows = [
         [

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import requests
+
+FINAL_STATUSES = ("done", "failed")
 
 
 class ApiClientError(RuntimeError):
@@ -15,6 +18,36 @@ class ApiClientError(RuntimeError):
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(f"{status} {code}: {message}")
         self.status, self.code, self.message = status, code, message
+
+
+class WaitTimeout(TimeoutError):
+    """A submission did not reach a final state in time; ``submission`` is its last state."""
+
+    def __init__(self, submission: dict[str, Any], timeout: float) -> None:
+        status = job_status(submission) or "unknown"
+        super().__init__(f"submission {submission.get('id')} is still {status} after {timeout:g} s")
+        self.submission, self.timeout = submission, timeout
+
+
+def job_status(submission: dict[str, Any]) -> str | None:
+    """The status of a submission's job (``queued``, ``running``, ``done``, ``failed``)."""
+    return (submission.get("job") or {}).get("status")
+
+
+def wait_until_final(
+    fetch: Callable[[], dict[str, Any]], timeout: float, poll: float
+) -> dict[str, Any]:
+    """Call ``fetch`` every ``poll`` seconds until the job is final; WaitTimeout after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = fetch()
+        if job_status(found) in FINAL_STATUSES:
+            return found
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise WaitTimeout(found, timeout)
+        time.sleep(min(poll, remaining))
 
 
 class DynaevalClient:
@@ -67,11 +100,6 @@ class DynaevalClient:
         return self._call("GET", f"/tasks/{task}/leaderboard", params=params)
 
     def wait(self, model_id: str, timeout: float = 3600, poll: float = 2.0) -> dict[str, Any]:
-        """Poll until the submission's job is done or failed (bounded by ``timeout``)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            found = self.submission(model_id)
-            job = found.get("job") or {}
-            if job.get("status") in ("done", "failed") or time.monotonic() > deadline:
-                return found
-            time.sleep(poll)
+        """The submission once its job is done or failed; raises WaitTimeout (a
+        TimeoutError carrying the last state) when ``timeout`` seconds pass first."""
+        return wait_until_final(lambda: self.submission(model_id), timeout, poll)

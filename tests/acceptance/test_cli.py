@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.acceptance.conftest import Run
+from tests.unit.test_api import image_tar
 
 SUBCOMMANDS = [
     "serve",
@@ -19,6 +20,7 @@ SUBCOMMANDS = [
     "leaderboard",
     "dynascore",
     "status",
+    "rescore",
 ]
 AXES = ["performance", "throughput", "memory", "robustness", "fairness"]
 LEXICON = "examples/models/sentiment_lexicon/model.py"
@@ -187,7 +189,7 @@ def test_dynascore_missing_file_exits_2(run: Run, tmp_path: Path) -> None:
 # -- submit, worker --burst, status, leaderboard (local database) ----------------------------
 def test_submit_then_worker_burst_drains_the_queue(run: Run, tmp_path: Path) -> None:
     tarball = tmp_path / "model.tar"
-    tarball.write_bytes(b"this is not a docker save tarball")
+    tarball.write_bytes(image_tar())  # a valid layout whose layers no engine can load
     ids = []
     for name in ("one", "two"):
         done = run("submit", str(tarball), "--task", "sentiment", "--name", name, "--json")
@@ -210,6 +212,13 @@ def test_submit_then_worker_burst_drains_the_queue(run: Run, tmp_path: Path) -> 
             assert job["failure"]["message"]
     again = run("worker", "--burst")
     assert again.returncode == 0 and "0 done" in again.stdout
+
+
+def test_submit_help_names_the_ci_gate(run: Run) -> None:
+    done = run("submit", "--help")
+    assert done.returncode == 0, done.stderr
+    for option in ("--wait", "--timeout", "--fail-under", "--json", "--server"):
+        assert option in done.stdout
 
 
 def test_submit_unknown_task_exits_2(run: Run) -> None:

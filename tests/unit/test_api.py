@@ -127,6 +127,14 @@ def test_unknown_route_and_method_are_json(client: FlaskClient) -> None:
     assert_error(client.delete("/api/v1/tasks"), 405)
 
 
+def test_root_redirects_to_the_tasks_and_no_placeholder_leaderboard_page(
+    client: FlaskClient,
+) -> None:
+    response = client.get("/")
+    assert response.status_code == 302 and response.location == "/api/v1/tasks"
+    assert_error(client.get("/leaderboard/sentiment"), 404)
+
+
 def test_openapi_lists_every_route(app: Flask, client: FlaskClient) -> None:
     spec = client.get("/api/v1/openapi.json").get_json()
     documented = set(spec["paths"])
@@ -153,6 +161,59 @@ def test_submit_docker_reference(client: FlaskClient, service: Service) -> None:
     assert found["job"]["status"] == "queued" and found["job"]["progress"] == 0.0
     assert found["runtime"] == DOCKER and found["results"] is None
     assert stored_rows(service) == (1, 1)
+
+
+def test_docker_reference_is_stored_as_a_registry_source(
+    client: FlaskClient, service: Service
+) -> None:
+    runtime = {**DOCKER, "image": "registry.local/model@sha256:" + "a" * 64}
+    response = client.post(
+        "/api/v1/tasks/sentiment/submissions", json={"name": "m", "runtime": runtime}
+    )
+    assert response.status_code == 201, response.get_json()
+    with service.db.session() as session:
+        model = session.get(ModelRow, response.get_json()["id"])
+    assert model.runtime == {
+        "kind": "docker",
+        "source": "registry",
+        "image": "registry.local/model@sha256:" + "a" * 64,
+        "protocol": "v1",
+    }
+
+
+@pytest.mark.parametrize(
+    ("image", "needle"),
+    [
+        ("./model.tar", "path"),
+        ("/var/lib/images/model.tar", "path"),
+        ("~/model.tar", "path"),
+        ("../model", "path"),
+        ("sha256:" + "0" * 64, "sha256:"),
+        ("registry.local/my model:1", "spaces"),
+    ],
+)
+def test_docker_json_submission_takes_only_registry_references(
+    client: FlaskClient, service: Service, image: str, needle: str
+) -> None:
+    response = client.post(
+        "/api/v1/tasks/sentiment/submissions",
+        json={"name": "m", "runtime": {**DOCKER, "image": image}},
+    )
+    error = assert_error(response, 422, "invalid_submission")
+    assert needle in error["message"] and len(error["message"].split()) > 3  # a sentence
+    assert stored_rows(service) == (0, 0)
+
+
+@pytest.mark.parametrize("source", ["local", "upload", "registry"])
+def test_a_json_submission_cannot_choose_its_source(
+    client: FlaskClient, service: Service, source: str
+) -> None:
+    response = client.post(
+        "/api/v1/tasks/sentiment/submissions",
+        json={"name": "m", "runtime": {**DOCKER, "source": source}},
+    )
+    assert "source" in assert_error(response, 422)["message"]
+    assert stored_rows(service) == (0, 0)
 
 
 @pytest.mark.parametrize("runtime", [PROCESS, URL], ids=["process", "url"])
@@ -285,6 +346,7 @@ def test_upload_stores_the_tarball_in_blobs(client: FlaskClient, service: Servic
     with service.db.session() as session:
         model = session.get(ModelRow, response.get_json()["id"])
     assert model.runtime["blob"] == keys[0] and model.runtime["kind"] == "docker"
+    assert model.runtime["source"] == "upload"
     assert model.image_id == "sha256:" + "0" * 64  # pinned from the manifest at upload
     shown = client.get(f"/api/v1/submissions/{model.id}").get_json()
     assert "blob" not in shown["runtime"]  # storage keys are not exposed

@@ -1,0 +1,291 @@
+"""``dynaeval submit`` as CI runs it: a tarball (any file name) or a registry reference into
+the local database, refused before anything is stored when the tarball is broken, and
+``--wait --fail-under X`` gating a release on the finished job (exit 0 pass, 1 fail)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.service import Service
+from evaluator.results import EvaluationResult, Failure, Score, ScoreKey
+from store.models import ModelRow
+from tests.acceptance.conftest import REPO, Run, dynaeval_command, free_port
+from tests.conftest import wait_until
+from tests.unit.test_api import image_tar
+
+REFERENCE = "registry.local/team/model:1"
+EXAMPLE_IMAGE = "dynaeval-example/majority-sentiment:latest"
+
+
+@pytest.fixture
+def service(data_dir: Path) -> Iterator[Service]:
+    """The same database and blob folder the CLI subprocesses use."""
+    svc = Service.open(data_dir)
+    yield svc
+    svc.close()
+
+
+def models(service: Service) -> list[ModelRow]:
+    with service.db.session() as session:
+        return list(session.query(ModelRow))
+
+
+def blob_files(data_dir: Path) -> list[Path]:
+    root = data_dir / "blobs" / "uploads"
+    return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
+
+
+def submit_in_background(cli_env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*dynaeval_command(), "submit", *args],
+        cwd=REPO,
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish_next_job(service: Service, performance: float | None) -> None:
+    """An embedded stand-in worker: claim the queued job, finish it with ``performance``
+    (or fail it when None)."""
+    deadline = time.monotonic() + 60
+    claimed = None
+    while claimed is None and time.monotonic() < deadline:
+        claimed = service.store.claim("test-worker", 60)
+        time.sleep(0.1)
+    assert claimed is not None, "the submission never reached the queue"
+    if performance is None:
+        failure = Failure("never_healthy", "no /health in 60 s", "booting...\n")
+        service.store.fail(claimed.id, "test-worker", failure)
+        return
+    axes = {"performance": performance, "throughput": 10.0, "memory": 0.1}
+    result = EvaluationResult(
+        task="sentiment",
+        status="done",
+        summary={**axes, "robustness": 90.0, "fairness": 90.0, "metric": "macro_f1"},
+        rounds=[{"round": "r1", "performance": performance, "performance_ci": None}],
+        scores=[Score(ScoreKey("sentiment", "r1", "test", "h" * 64, metric="macro_f1"), 1, 8)],
+        provenance={"code_version": "test", "dataset_hashes": {"r1/test": "h" * 64}},
+    )
+    assert service.store.finish(claimed.id, "test-worker", result)
+
+
+# -- what is stored --------------------------------------------------------------------------
+def test_a_tarball_named_with_spaces_is_stored_under_a_uuid_key(
+    run: Run, tmp_path: Path, service: Service, data_dir: Path
+) -> None:
+    folder = tmp_path / "my models"
+    folder.mkdir()
+    tarball = folder / "my model (final) v1.tar"
+    tarball.write_bytes(image_tar())
+    done = run("submit", str(tarball), "--task", "sentiment", "--name", "my model", "--json")
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["status"] == "queued" and shown["name"] == "my model"
+    [model] = models(service)
+    assert model.id == shown["id"] and model.image_id == "sha256:" + "0" * 64
+    assert model.runtime["source"] == "upload" and model.runtime["kind"] == "docker"
+    key = model.runtime["blob"]
+    assert key.startswith("uploads/") and key.endswith(".tar") and " " not in key
+    assert "my model" not in key
+    assert service.blobs.get_bytes(key) == tarball.read_bytes()
+
+
+def test_a_registry_reference_is_stored_as_a_registry_source(
+    run: Run, service: Service, data_dir: Path
+) -> None:
+    done = run("submit", REFERENCE, "--task", "sentiment", "--name", "m")
+    assert done.returncode == 0, done.stderr
+    assert "queued" in done.stdout
+    [model] = models(service)
+    assert model.runtime == {
+        "kind": "docker",
+        "protocol": "v1",
+        "source": "registry",
+        "image": REFERENCE,
+    }
+    assert blob_files(data_dir) == []
+
+
+@pytest.mark.parametrize("model", ["./absent.tar", "/no/such/model.tar", "sha256:" + "0" * 64])
+def test_paths_and_bare_ids_are_usage_errors(run: Run, service: Service, model: str) -> None:
+    done = run("submit", model, "--task", "sentiment", "--name", "m")
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dynaeval submit:"), done.stderr
+    assert models(service) == []
+
+
+def test_a_bad_name_is_a_usage_error(run: Run, service: Service) -> None:
+    done = run("submit", REFERENCE, "--task", "sentiment", "--name", "../etc")
+    assert done.returncode == 2 and "--name" in done.stderr
+    assert models(service) == []
+
+
+@pytest.mark.parametrize(
+    ("payload", "problem"),
+    [(b"this is not a docker save tarball" * 10, "corrupt"), (image_tar(2), "holds 2 images")],
+    ids=["corrupt", "two-images"],
+)
+def test_a_broken_tarball_exits_1_and_nothing_is_stored(
+    run: Run, tmp_path: Path, service: Service, data_dir: Path, payload: bytes, problem: str
+) -> None:
+    tarball = tmp_path / "broken model.tar"
+    tarball.write_bytes(payload)
+    done = run("submit", str(tarball), "--task", "sentiment", "--name", "m", "--json")
+    assert done.returncode == 1, done.stderr
+    assert "image_not_loadable" in done.stderr and problem in done.stderr
+    assert json.loads(done.stdout)["failure"]["code"] == "image_not_loadable"
+    assert models(service) == [] and blob_files(data_dir) == []
+
+
+# -- --wait, --timeout, --fail-under ---------------------------------------------------------
+def test_wait_without_a_worker_times_out_with_exit_1(run: Run, service: Service) -> None:
+    args = [REFERENCE, "--task", "sentiment", "--name", "m", "--json"]
+    done = run("submit", *args, "--wait", "--timeout", "1.5")
+    assert done.returncode == 1, done.stderr
+    assert "gave up after 1.5 s" in done.stderr and "worker" in done.stderr
+    shown = json.loads(done.stdout)  # the submission is still printed, to archive
+    assert shown["status"] == "queued" and shown["job"]["status"] == "queued"
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "abc", "inf"])
+def test_bad_timeout_is_a_usage_error(run: Run, bad: str) -> None:
+    done = run("submit", REFERENCE, "--task", "sentiment", "--name", "m", "--timeout", bad)
+    assert done.returncode == 2 and "--timeout" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("performance", "code", "message"),
+    [(90.0, 0, ""), (60.0, 1, "performance 60.00 is under 80"), (None, 1, "never_healthy")],
+    ids=["pass", "under", "failed"],
+)
+def test_fail_under_gates_on_the_finished_job(
+    cli_env: dict[str, str],
+    service: Service,
+    performance: float | None,
+    code: int,
+    message: str,
+) -> None:
+    args = [REFERENCE, "--task", "sentiment", "--name", "m", "--fail-under", "80", "--json"]
+    proc = submit_in_background(cli_env, *args)
+    try:
+        finish_next_job(service, performance)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    assert message in err
+    shown = json.loads(out)
+    assert shown["status"] == ("failed" if performance is None else "done")
+    if performance is not None:
+        assert shown["results"]["performance"] == performance
+
+
+def _saved_example(tmp_path: Path) -> Path:
+    """A real `docker save` tarball of an example model, named with spaces."""
+    docker = shutil.which("docker")
+    if docker is None:
+        pytest.skip("no docker command")
+    exists = subprocess.run(
+        [docker, "image", "inspect", EXAMPLE_IMAGE], capture_output=True, check=False
+    )
+    if exists.returncode != 0:
+        pytest.skip(f"{EXAMPLE_IMAGE} is not built (scripts/build-example-images.sh)")
+    tarball = tmp_path / "majority model v1.tar"
+    subprocess.run([docker, "save", EXAMPLE_IMAGE, "-o", str(tarball)], check=True, timeout=300)
+    return tarball
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_wait_fail_under_with_a_real_worker(
+    run: Run, cli_env: dict[str, str], tmp_path: Path, service: Service
+) -> None:
+    tarball = str(_saved_example(tmp_path))
+    common = ["--task", "sentiment", "--wait", "--timeout", "600", "--json"]
+    passing = submit_in_background(cli_env, tarball, "--name", "ok", "--fail-under", "0", *common)
+    failing = submit_in_background(cli_env, tarball, "--name", "no", "--fail-under", "101", *common)
+    try:  # both are queued before the worker drains the queue
+        wait_until(lambda: len(models(service)) == 2, 120, "both submissions to be queued")
+        worker = run("worker", "--burst", "--name", "acceptance", timeout=600)
+        assert worker.returncode == 0, worker.stderr
+        assert "2 done" in worker.stdout, worker.stdout
+        out_pass, err_pass = passing.communicate(timeout=120)
+        out_fail, err_fail = failing.communicate(timeout=120)
+    finally:
+        passing.kill()
+        failing.kill()
+    assert passing.returncode == 0, err_pass
+    assert failing.returncode == 1, err_fail
+    assert "is under 101" in err_fail
+    for out in (out_pass, out_fail):
+        shown: dict[str, Any] = json.loads(out)
+        assert shown["status"] == "done" and shown["job"]["status"] == "done"
+        assert isinstance(shown["results"]["performance"], float)
+        assert [r["round"] for r in shown["results"]["rounds"]] == ["r1", "r2", "r3"]
+
+
+# -- remote mode (--server) ------------------------------------------------------------------
+@pytest.fixture
+def server(cli_env: dict[str, str], tmp_path: Path) -> Iterator[str]:
+    """``dynaeval serve`` with no worker, so jobs stay queued."""
+    port = free_port()
+    log = (tmp_path / "serve.log").open("w+")
+    proc = subprocess.Popen(
+        [*dynaeval_command(), "serve", "--port", str(port), "--workers", "0", "--no-examples"],
+        cwd=REPO,
+        env=cli_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _answers(base) or proc.poll() is not None, 60, "serve to answer")
+        assert proc.poll() is None, "serve exited before answering"
+        yield base
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        log.close()
+
+
+def _answers(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(base + "/api/v1/health", timeout=2):  # noqa: S310
+            return True
+    except OSError:
+        return False
+
+
+def test_remote_wait_times_out_with_exit_1(run: Run, server: str) -> None:
+    args = [REFERENCE, "--task", "sentiment", "--name", "m", "--server", server, "--json"]
+    done = run("submit", *args, "--fail-under", "50", "--timeout", "1")
+    assert done.returncode == 1, done.stderr
+    assert "gave up after 1 s" in done.stderr and server in done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["status"] == "queued" and shown["runtime"]["image"] == REFERENCE
+
+
+def test_remote_broken_tarball_exits_1_with_the_code(run: Run, server: str, tmp_path: Path) -> None:
+    tarball = tmp_path / "broken model.tar"
+    tarball.write_bytes(image_tar(2))
+    done = run("submit", str(tarball), "--task", "sentiment", "--name", "m", "--server", server)
+    assert done.returncode == 1, done.stderr
+    assert "image_not_loadable" in done.stderr and "holds 2 images" in done.stderr
+
+
+def test_remote_path_like_reference_is_a_usage_error(run: Run, server: str) -> None:
+    done = run("submit", "./absent.tar", "--task", "sentiment", "--name", "m", "--server", server)
+    assert done.returncode == 2 and "invalid_submission" in done.stderr

@@ -1,0 +1,120 @@
+"""The OpenAPI document tells the truth: it validates, documents the submission body in
+both content types, every route's error responses, and no parameter a route ignores."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openapi_spec_validator import validate
+
+from api.app import create_app
+from api.service import Service
+
+SUBMISSIONS = "/api/v1/tasks/{task_name}/submissions"
+# (path, method) -> the 4xx statuses the route can answer with
+ERRORS = {
+    ("/api/v1/tasks/{task_name}", "get"): {"404"},
+    ("/api/v1/tasks/{task_name}/leaderboard", "get"): {"400", "404", "422"},
+    (SUBMISSIONS, "get"): {"404", "422"},
+    (SUBMISSIONS, "post"): {"400", "403", "404", "413", "422"},
+    ("/api/v1/submissions/{model_id}", "get"): {"404"},
+    ("/api/v1/submissions/{model_id}/scores", "get"): {"404"},
+    ("/api/v1/submissions", "get"): {"404", "422"},
+    ("/api/v1/health", "get"): set(),
+    ("/api/v1/tasks", "get"): set(),
+}
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    service = Service.open(Path(tmp_path_factory.mktemp("openapi")) / "data")
+    try:
+        yield create_app(service).test_client().get("/api/v1/openapi.json").get_json()
+    finally:
+        service.close()
+
+
+def resolve(spec: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """``node`` with a local ``$ref`` followed."""
+    while "$ref" in node:
+        *_, kind, name = node["$ref"].split("/")
+        node = spec["components"][kind][name]
+    return node
+
+
+def test_the_document_is_valid_openapi(spec: dict[str, Any]) -> None:
+    validate(spec)
+
+
+def test_submission_body_is_documented_in_both_content_types(spec: dict[str, Any]) -> None:
+    body = spec["paths"][SUBMISSIONS]["post"]["requestBody"]
+    assert body["required"] is True
+    content = body["content"]
+    assert set(content) == {"application/json", "multipart/form-data"}
+    as_json = resolve(spec, content["application/json"]["schema"])
+    assert {"name", "runtime"} <= set(as_json["required"])
+    runtime = resolve(spec, as_json["properties"]["runtime"])
+    assert runtime["properties"]["kind"]["enum"] == ["docker", "process", "url"]
+    form = resolve(spec, content["multipart/form-data"]["schema"])
+    assert set(form["properties"]) == {"name", "protocol", "image"}
+    assert form["properties"]["image"] == {
+        **form["properties"]["image"],
+        "type": "string",
+        "format": "binary",
+    }
+    assert {"name", "image"} <= set(form["required"])
+
+
+@pytest.mark.parametrize(("route", "statuses"), ERRORS.items(), ids=lambda v: str(v))
+def test_every_route_lists_its_error_responses(
+    spec: dict[str, Any], route: tuple[str, str], statuses: set[str]
+) -> None:
+    path, method = route
+    responses = spec["paths"][path][method]["responses"]
+    assert {s for s in responses if s.startswith("4")} == statuses
+    for status in statuses:
+        schema = resolve(spec, resolve(spec, responses[status])["content"]["application/json"])
+        error = resolve(spec, schema["schema"])
+        assert set(error["properties"]) == {"error"}
+        body = resolve(spec, error["properties"]["error"])
+        assert set(body["properties"]) == {"code", "message", "details"}
+        assert set(body["required"]) == {"code", "message"}
+
+
+def test_every_documented_operation_is_in_the_table(spec: dict[str, Any]) -> None:
+    documented = {
+        (path, method)
+        for path, item in spec["paths"].items()
+        for method in item
+        if method in ("get", "post", "put", "patch", "delete")
+    }
+    assert documented == set(ERRORS)
+
+
+def test_default_error_uses_the_real_error_shape(spec: dict[str, Any]) -> None:
+    default = spec["components"]["responses"]["DEFAULT_ERROR"]
+    error = resolve(spec, default["content"]["application/json"]["schema"])
+    assert set(error["properties"]) == {"error"}
+
+
+def test_task_submissions_list_documents_no_ignored_task_parameter(
+    spec: dict[str, Any],
+) -> None:
+    params = spec["paths"][SUBMISSIONS]["get"].get("parameters", [])
+    assert [p["name"] for p in params if p["in"] == "query"] == ["limit"]
+    across = spec["paths"]["/api/v1/submissions"]["get"]["parameters"]
+    assert {p["name"] for p in across} == {"task", "limit"}
+
+
+def test_success_bodies_are_documented(spec: dict[str, Any]) -> None:
+    for path, item in spec["paths"].items():
+        for method, operation in item.items():
+            if method == "parameters":
+                continue
+            success = [s for s in operation["responses"] if s.startswith("2")]
+            assert success, (path, method)
+            content = operation["responses"][success[0]]["content"]["application/json"]
+            assert "$ref" in content["schema"], (path, method)
