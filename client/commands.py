@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import shlex
+import signal
 import sys
 import uuid
 from pathlib import Path
@@ -247,13 +248,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    service = _service()
+    from worker.lock import WorkerIdInUse
     from worker.worker import Worker, default_worker_id
 
+    service = _service()
     worker = Worker(
         service.store, service.blobs, service.tasks, worker_id=default_worker_id(args.name)
     )
-    stats = worker.work(burst=args.burst)
+    # SIGTERM (a deployment stopping the worker) finishes the current job first.
+    signal.signal(signal.SIGTERM, lambda signum, frame: worker.stop())
+    try:
+        stats = worker.work(burst=args.burst)
+    except WorkerIdInUse as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        service.close()
     print(
         f"worker {worker.worker_id}: {stats.done} done, {stats.failed} failed, "
         f"{stats.requeued} requeued",
@@ -458,7 +467,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         except ApiClientError as exc:
             raise CliError(str(exc)) from None
     else:
-        found = _service().queries.submission(args.model_id)
+        service = _service()
+        try:
+            found = service.queries.submission(args.model_id)
+        finally:
+            service.close()
         if found is None:
             raise CliError(f"no submission {args.model_id!r}")
     if args.json:
@@ -486,13 +499,17 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         from api.leaderboard import leaderboard, viewer_weights
 
         task = _task(args.task)
-        service = _service()
         try:
             weights = viewer_weights(task, args.weights)
         except ValueError as exc:
             raise CliError(str(exc)) from None
-        rows = service.queries.leaderboard_rows(task.name)
-        board = leaderboard(task, rows, weights, current_hashes=service.dataset_hashes(task.name))
+        service = _service()
+        try:
+            rows = service.queries.leaderboard_rows(task.name)
+            hashes = service.dataset_hashes(task.name)
+        finally:
+            service.close()
+        board = leaderboard(task, rows, weights, current_hashes=hashes)
     if args.json:
         render.emit_json(board)
     else:
