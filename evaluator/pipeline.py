@@ -2,11 +2,13 @@
 
 Reads like the data flow: start → wait ready → for each round and dataset: originals,
 perturbed sets (materialised once, cached) → profile → stop (always) → result. A model
-failure ends in a Failure with its code and the log tail; it never raises.
+failure ends in a Failure with its code and the log tail (held-out text withheld); it never
+raises. The model never sees a dataset uid: each pass sends opaque wire ids.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +27,7 @@ from evaluator.prediction_log import PredictionLog
 from evaluator.profiling import MemorySampler, profile_throughput
 from evaluator.protocol import ModelClient
 from evaluator.provenance import code_version
+from evaluator.redaction import HeldOutText
 from evaluator.results import EvaluationResult, Failure, Score, ScoreKey, pooled_variant
 from evaluator.rollup import summarise
 from evaluator.runtime import Runtime
@@ -69,6 +72,7 @@ class Evaluation:
         self.progress = progress or (lambda fraction, stage: None)
         self.predictions_log = PredictionLog(save_predictions) if save_predictions else None
         self.state = RunState()
+        self.held_out = HeldOutText()
         self.client: ModelClient | None = None
         self.sampler: MemorySampler | None = None
         self.deadline = 0.0
@@ -94,7 +98,7 @@ class Evaluation:
             failure = Failure(
                 FailureCode.PLATFORM_ERROR.value,
                 f"{type(exc).__name__}: {exc}",
-                self.safe_logs(),
+                self.failure_log(),
                 user_caused=False,
             )
         finally:
@@ -191,8 +195,10 @@ class Evaluation:
         self.step("profiling")
         first = self.task.rounds[0]
         examples = load_examples(self.task, first.datasets[0], self.config_dir)
+        self.held_out.add(examples)
+        batches = itertools.count()  # every profiling request gets its own wire ids
         self.profile["throughput"] = profile_throughput(
-            self.predict_batch,
+            lambda batch: self.predict_batch(batch, f"profiling/{next(batches)}"),
             examples,
             batch_size=self.task.batch_size,
             warmup_batches=self.task.profiling.warmup_batches,
@@ -215,27 +221,34 @@ class Evaluation:
     def predict_all(
         self, examples: Sequence[Example], base: ScoreKey, variant: str
     ) -> list[Prediction]:
+        self.held_out.add(examples)
         size = self.task.batch_size
         predictions: list[Prediction] = []
         for start in range(0, len(examples), size):
-            predictions.extend(self.predict_batch(examples[start : start + size]))
+            predictions.extend(self.predict_batch(examples[start : start + size], variant))
         if self.predictions_log is not None:
             self.predictions_log.write(base, variant, examples, predictions)
         return predictions
 
-    def predict_batch(self, batch: Sequence[Example]) -> list[Prediction]:
+    def predict_batch(self, batch: Sequence[Example], variant: str) -> list[Prediction]:
+        """One request, due within ``request_s`` and within what is left of ``total_s``."""
         remaining = self.remaining()
         if remaining <= 0:
             raise self.total_timeout()
         assert self.client is not None
         timeout = min(self.task.limits.request_s, remaining)
         try:
-            return self.client.predict(batch, timeout=timeout)
+            return self.client.predict(batch, timeout=timeout, variant=variant)
         except EvaluationError as exc:
             # A request cut short by the wall-clock budget is the budget's timeout, not its own.
             if exc.code is FailureCode.REQUEST_TIMEOUT and timeout < self.task.limits.request_s:
                 raise self.total_timeout() from None
             raise
+        except Exception as exc:  # handling the model's reply must not pass for our fault
+            log.exception("reading a reply of the model for %s failed", self.task.name)
+            raise EvaluationError(
+                FailureCode.BAD_PREDICTION, f"the reply could not be handled ({exc!r:.200})"
+            ) from None
 
     def total_timeout(self) -> EvaluationError:
         return EvaluationError(
@@ -256,16 +269,35 @@ class Evaluation:
         except Exception:  # the log is a courtesy; its absence must not mask the failure
             return ""
 
+    def failure_log(self, tail: str = "") -> str:
+        """The log tail for a Failure, every line quoting held-out input text withheld."""
+        try:
+            return self.held_out.redact(tail or self.safe_logs())
+        except Exception:  # never risk the data: no tail rather than an unredacted one
+            log.exception("redacting the log tail of %s failed", self.task.name)
+            return ""
+
     def explain(self, exc: EvaluationError) -> Failure:
         """Prefer the runtime's own account (OOM kill, exit code) over the symptom seen."""
-        code, message = exc.code.value, exc.message
-        if exc.code in _SYMPTOMS:
-            time.sleep(0.2)  # let the engine record the exit before asking why
+        code, message = exc.code, exc.message
+        reason = self.exit_reason() if exc.code in _SYMPTOMS else None
+        if reason is not None:
+            code, message = reason[0], f"{reason[1]} ({exc.message})"
+        return Failure(code.value, message, self.failure_log(exc.log_tail), code.user_caused)
+
+    def exit_reason(self) -> tuple[FailureCode, str] | None:
+        """The runtime's reason for the model's exit, if it gives a usable one: an unknown
+        or platform-side code, or an exception, leaves the symptom seen as the failure."""
+        time.sleep(0.2)  # let the engine record the exit before asking why
+        try:
             reason = self.runtime.exit_reason()
-            if reason is not None:
-                code, message = reason[0], f"{reason[1]} ({exc.message})"
-        user_caused = FailureCode(code).user_caused if code in _CODES else False
-        return Failure(code, message, exc.log_tail or self.safe_logs(), user_caused)
+            if reason is None:
+                return None
+            code, sentence = FailureCode(reason[0]), str(reason[1])
+        except Exception:
+            log.exception("the %s runtime could not explain the failure", self.runtime.kind)
+            return None
+        return (code, sentence) if code.user_caused else None
 
     def result(self, failure: Failure | None) -> EvaluationResult:
         result = EvaluationResult(
@@ -302,7 +334,6 @@ _SYMPTOMS = {
     FailureCode.BAD_STATUS,
     FailureCode.NEVER_HEALTHY,
 }
-_CODES = {code.value for code in FailureCode}
 
 
 def _with_metric(key: ScoreKey, metric: str) -> ScoreKey:

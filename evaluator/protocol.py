@@ -1,8 +1,9 @@
 """The HTTP model protocol client: batches, timeouts, and validation of every reply.
 
-Speaks protocol v1 (``/health``, ``/predict`` with uids) and the Dynalab 2.0 dialect
-(``/model/batch_evaluation``, matched by position). Every failure raises EvaluationError
-with a FailureCode; nothing is retried silently and no wait is unbounded.
+Speaks protocol v1 (``/health``, ``/predict`` with opaque per-request ids, never dataset
+uids) and the Dynalab 2.0 dialect (``/model/batch_evaluation``, matched by position). Every
+failure raises EvaluationError with a FailureCode; nothing is retried silently, no wait is
+unbounded, and a request's time limit is a deadline for the whole exchange.
 """
 
 from __future__ import annotations
@@ -12,21 +13,29 @@ import json
 import select
 import socket
 import time
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from configs.schema import TaskSpec
 from evaluator.errors import EvaluationError, FailureCode
 from evaluator.runtime import Endpoint, Limits
 from evaluator.types import Example, Prediction
+from evaluator.watchdog import Watchdog
+from evaluator.wire_ids import WireIds
 
 _POLL_S = 0.05
 
 
 class ModelClient:
-    """One keep-alive HTTP/1.1 connection to a started model."""
+    """One keep-alive HTTP/1.1 connection to a started model.
 
-    def __init__(self, endpoint: Endpoint, task: TaskSpec, limits: Limits) -> None:
+    ``salt`` keys the wire ids (random by default: one client serves one evaluation).
+    """
+
+    def __init__(
+        self, endpoint: Endpoint, task: TaskSpec, limits: Limits, *, salt: bytes | None = None
+    ) -> None:
         if endpoint.protocol not in ("v1", "dynalab2"):
             raise ValueError(f"unknown protocol {endpoint.protocol!r}")
         self.endpoint = endpoint
@@ -34,13 +43,16 @@ class ModelClient:
         self.limits = limits
         self._conn: http.client.HTTPConnection | None = None
         self._labels = frozenset(task.labels)
+        self._wire_ids = WireIds(salt)
+        self._watchdog = Watchdog()
+        weakref.finalize(self, self._watchdog.stop)  # a client never closed stops it too
 
     # -- connection -------------------------------------------------------------------------
     def _connection(self, timeout: float) -> http.client.HTTPConnection:
         if self._conn is not None and _dropped(self._conn):
             # The model closed an idle keep-alive connection (uvicorn does after 5 s, and
             # perturbing a round can take longer): open a new one rather than call it a crash.
-            self.close()
+            self._drop()
         if self._conn is None:
             self._conn = http.client.HTTPConnection(
                 self.endpoint.host, self.endpoint.port, timeout=timeout
@@ -52,7 +64,11 @@ class ModelClient:
         return self._conn
 
     def close(self) -> None:
-        """Drop the connection (a new one opens on the next call)."""
+        """Drop the connection and stop the deadline thread (both restart on the next call)."""
+        self._drop()
+        self._watchdog.stop()
+
+    def _drop(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -60,39 +76,61 @@ class ModelClient:
     def _request(
         self, method: str, path: str, body: bytes | None, timeout: float
     ) -> tuple[int, bytes]:
-        headers = {"Content-Type": "application/json"} if body is not None else {}
+        """One exchange, finished within ``timeout`` seconds (headers, body and all)."""
         try:
-            conn = self._connection(timeout)
-            conn.request(method, path, body=body, headers=headers)
-            response = conn.getresponse()
-            return response.status, self._read_limited(response)
+            return self._exchange(method, path, body, time.monotonic() + timeout)
+        except EvaluationError:
+            raise
         except TimeoutError:
-            self.close()
+            self._drop()
             raise EvaluationError(
-                FailureCode.REQUEST_TIMEOUT, f"{method} {path} got no reply within {timeout:g} s"
+                FailureCode.REQUEST_TIMEOUT,
+                f"{method} {path} did not complete within {timeout:g} s",
             ) from None
         except (OSError, http.client.HTTPException) as exc:
-            self.close()
+            self._drop()
             raise EvaluationError(
                 FailureCode.CRASHED, f"{method} {path} failed: {type(exc).__name__}: {exc}"
             ) from None
+        except Exception as exc:  # whatever the model sends must not pass for a platform fault
+            self._drop()
+            raise EvaluationError(
+                FailureCode.BAD_STATUS,
+                f"{method} {path} answered a malformed HTTP reply: {type(exc).__name__}",
+            ) from None
+
+    def _exchange(
+        self, method: str, path: str, body: bytes | None, deadline: float
+    ) -> tuple[int, bytes]:
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        conn = self._connection(max(deadline - time.monotonic(), 0.001))
+        self._watchdog.arm(conn.sock, deadline)
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            response = conn.getresponse()
+            return response.status, self._read_limited(response)
+        finally:
+            if self._watchdog.disarm():
+                # The deadline passed and the socket was shut down: whatever the exchange
+                # looked like after that (a reset, a short body), it is a timeout.
+                raise TimeoutError("request deadline passed")
 
     def _read_limited(self, response: http.client.HTTPResponse) -> bytes:
         limit = self.limits.max_reply_bytes
         length = response.getheader("Content-Length")
         if length is not None and length.isdigit() and int(length) > limit:
             response.close()  # the response holds the socket's file: close both
-            self.close()
+            self._drop()
             raise EvaluationError(
                 FailureCode.REPLY_TOO_LARGE, f"reply of {length} bytes exceeds {limit} bytes"
             )
         data = response.read(limit + 1)
         if len(data) > limit:
             response.close()
-            self.close()
+            self._drop()
             raise EvaluationError(FailureCode.REPLY_TOO_LARGE, f"reply exceeds {limit} bytes")
         if response.will_close:
-            self.close()
+            self._drop()
         return data
 
     # -- readiness --------------------------------------------------------------------------
@@ -125,19 +163,27 @@ class ModelClient:
 
     # -- prediction -------------------------------------------------------------------------
     def predict(
-        self, examples: Sequence[Example], timeout: float | None = None
+        self,
+        examples: Sequence[Example],
+        timeout: float | None = None,
+        *,
+        variant: str = "original",
     ) -> list[Prediction]:
-        """Send one batch and return validated predictions in the same order."""
+        """Send one batch and return validated predictions (with dataset uids) in order.
+
+        ``variant`` names the pass (original, a perturbation, a profiling batch): each pass
+        sends the same example under a different opaque wire id.
+        """
         timeout = self.limits.request_s if timeout is None else timeout
+        wire_ids: list[str] | None = None
         if self.endpoint.protocol == "dynalab2":
             path = "/model/batch_evaluation"
             payload: Any = {"dataset_samples": [dict(e.inputs) for e in examples]}
         else:
             path = "/predict"
-            payload = {
-                "task": self.task.name,
-                "instances": [e.request_instance() for e in examples],
-            }
+            wire_ids = self._wire_ids.assign(variant, [e.uid for e in examples])
+            instances = [e.request_instance(w) for e, w in zip(examples, wire_ids, strict=True)]
+            payload = {"task": self.task.name, "instances": instances}
         status, data = self._request("POST", path, json.dumps(payload).encode(), timeout)
         if status != 200:
             snippet = data[:200].decode("utf-8", "replace")
@@ -145,15 +191,24 @@ class ModelClient:
                 FailureCode.BAD_STATUS, f"POST {path} answered {status}: {snippet}"
             )
         try:
+            return self._read_reply(path, data, examples, wire_ids)
+        except EvaluationError:
+            raise
+        except Exception as exc:  # a hostile reply must never pass for a platform fault
+            raise EvaluationError(
+                FailureCode.BAD_JSON, f"POST {path}: the reply could not be read ({exc!r:.200})"
+            ) from None
+
+    def _read_reply(
+        self, path: str, data: bytes, examples: Sequence[Example], wire_ids: list[str] | None
+    ) -> list[Prediction]:
+        try:
             reply = json.loads(data)
-        except (ValueError, UnicodeDecodeError):
+        except Exception:  # ValueError, UnicodeDecodeError, RecursionError on deep nesting
             raise EvaluationError(
                 FailureCode.BAD_JSON, f"POST {path} did not answer JSON"
             ) from None
-        items = self._reply_items(reply)
-        return validate_predictions(
-            self.task, examples, items, keyed=self.endpoint.protocol == "v1"
-        )
+        return validate_predictions(self.task, examples, self._reply_items(reply), wire_ids)
 
     def _reply_items(self, reply: Any) -> list[Any]:
         if self.endpoint.protocol == "dynalab2":
@@ -175,9 +230,13 @@ def _dropped(conn: http.client.HTTPConnection) -> bool:
 
 
 def validate_predictions(
-    task: TaskSpec, examples: Sequence[Example], items: list[Any], *, keyed: bool
+    task: TaskSpec,
+    examples: Sequence[Example],
+    items: list[Any],
+    wire_ids: Sequence[str] | None = None,
 ) -> list[Prediction]:
-    """Check count, order, uids and label set; return Predictions (uids from the examples)."""
+    """Check count, order, echoed wire ids (None: matched by position) and label set;
+    return Predictions carrying the examples' dataset uids."""
     if len(items) != len(examples):
         raise EvaluationError(
             FailureCode.WRONG_COUNT, f"sent {len(examples)} instances, got {len(items)} predictions"
@@ -190,8 +249,8 @@ def validate_predictions(
             raise EvaluationError(
                 FailureCode.BAD_PREDICTION, f"prediction {position} is not an object"
             )
-        if keyed and item.get("uid") != example.uid:
-            _raise_uid_mismatch(examples, items, position)
+        if wire_ids is not None and item.get("uid") != wire_ids[position]:
+            _raise_uid_mismatch(wire_ids, items, position)
         output = item.get(key)
         if not isinstance(output, str):
             raise EvaluationError(
@@ -202,15 +261,24 @@ def validate_predictions(
                 FailureCode.LABEL_OUTSIDE_SET,
                 f"prediction {position} label {output[:50]!r} is not one of {sorted(labels)}",
             )
-        probs = item.get("probs", item.get("prob"))
-        predictions.append(
-            Prediction(example.uid, output, probs if isinstance(probs, dict) else None)
-        )
+        probs = _probs(item.get("probs", item.get("prob")))
+        predictions.append(Prediction(example.uid, output, probs))
     return predictions
 
 
-def _raise_uid_mismatch(examples: Sequence[Example], items: list[Any], position: int) -> None:
-    sent = [e.uid for e in examples]
+def _probs(value: Any) -> dict[str, float] | None:
+    """Optional, unscored probabilities: kept only as a flat {label: number} object."""
+    if not isinstance(value, Mapping):
+        return None
+    for key, number in value.items():
+        if not isinstance(key, str) or isinstance(number, bool):
+            return None
+        if not isinstance(number, int | float):
+            return None
+    return dict(value)
+
+
+def _raise_uid_mismatch(sent: Sequence[str], items: list[Any], position: int) -> None:
     got = [item.get("uid") if isinstance(item, dict) else None for item in items]
     if all(isinstance(uid, str) for uid in got) and sorted(got) == sorted(sent):
         raise EvaluationError(

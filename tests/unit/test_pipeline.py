@@ -5,12 +5,16 @@ can be worked out by hand from tests/fixtures/configs/datasets/toy:
 * alpha: 15 of 20 right (75.0); the gender swap changes 10 claims, 4 keep their answer (40.0)
 * r12:   12 of 20 right (60.0); the gender swap changes 5 claims, 4 keep their answer (80.0)
 * rounds weigh 1 (alpha) and 3 (r12): performance 63.75, fairness 70.0.
+The model sees opaque wire ids, never dataset uids; a failing model's log tail comes back
+with every line quoting held-out input withheld.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,11 +28,15 @@ from evaluator.errors import FailureCode
 from evaluator.perturbed_sets import dataset_hash
 from evaluator.pipeline import run_evaluation
 from evaluator.process_runtime import ProcessRuntime
+from evaluator.protocol import ModelClient
+from evaluator.redaction import WITHHELD, HeldOutText
 from evaluator.results import EvaluationResult
+from evaluator.types import Example
 from store.blobs import LocalBlobStore
 from tests.conftest import V1_SERVER, make_config_dir, server_command, with_limits
 
 ROUNDS = ["alpha", "r12"]
+WIRE_ID = re.compile(r"[0-9a-f]{20}")
 
 
 def rule(claim: str) -> str:
@@ -45,10 +53,10 @@ class Run:
     progress: list[tuple[float, str]]
 
 
-def evaluate(root: Path, config_dir: Path, task: TaskSpec, *extra: str) -> Run:
+def evaluate(root: Path, config_dir: Path, task: TaskSpec, mode: str = "rule") -> Run:
     record, predictions = root / "requests.jsonl", root / "predictions"
     progress: list[tuple[float, str]] = []
-    runtime = ProcessRuntime(server_command(V1_SERVER, "rule", "--record", str(record), *extra))
+    runtime = ProcessRuntime(server_command(V1_SERVER, mode, "--record", str(record)))
     result = run_evaluation(
         task,
         runtime,
@@ -165,7 +173,7 @@ def test_provenance_records_versions_runtime_and_limits(toy_run: Run) -> None:
     assert provenance["duration_s"] > 0
 
 
-def test_saved_predictions_carry_the_opaque_uids(toy_run: Run) -> None:
+def test_saved_predictions_carry_the_dataset_uids(toy_run: Run) -> None:
     for round_name in ROUNDS:
         spec = toy_run.task.round(round_name).datasets[0]
         uids = [e.uid for e in load_examples(toy_run.task, spec, toy_run.config_dir)]
@@ -178,17 +186,38 @@ def test_saved_predictions_carry_the_opaque_uids(toy_run: Run) -> None:
     assert {"007", "alpha/2", "x y", "ünï-5", "1.0", "12"} <= set(alpha)
 
 
-def test_the_model_sees_inputs_only_and_opaque_uids(toy_run: Run) -> None:
+def dataset_uids(run: Run) -> set[str]:
+    return {
+        e.uid
+        for name in ROUNDS
+        for e in load_examples(run.task, run.task.round(name).datasets[0], run.config_dir)
+    }
+
+
+def test_the_model_sees_inputs_only_and_opaque_wire_ids(toy_run: Run) -> None:
     bodies = [json.loads(line) for line in toy_run.record.read_text().splitlines()]
-    uids: set[str] = set()
+    sent: list[str] = []
     for body in bodies:
         assert body["task"] == "toy"
         assert 0 < len(body["instances"]) <= toy_run.task.batch_size
         for instance in body["instances"]:
             assert set(instance) == {"uid", "premise", "claim"}
-            assert isinstance(instance["uid"], str)
-            uids.add(instance["uid"])
-    assert {"007", "0012", "12", "x y", "alpha/2"} <= uids
+            assert WIRE_ID.fullmatch(instance["uid"])
+            sent.append(instance["uid"])
+    # original, perturbed and profiling passes: never one id twice, never a dataset uid
+    assert len(sent) == len(set(sent)) > 2 * 40
+    assert not set(sent) & dataset_uids(toy_run)
+
+
+def test_a_model_caching_answers_by_uid_gains_no_robustness(tmp_path: Path) -> None:
+    """The cheat answers from the text, except that a uid it has seen gets its first answer
+    again: with dataset uids on the wire it scored 100 robustness and fairness."""
+    config_dir = make_config_dir(tmp_path / "configs")
+    task = load_tasks(config_dir / "tasks")["toy"]
+    run = evaluate(tmp_path, config_dir, task, "uid_cache")
+    assert run.result.status == "done", run.result.failure
+    assert run.result.summary["robustness"] < 60
+    assert run.result.summary["fairness"] < 60
 
 
 def test_profile_has_positive_throughput_and_memory(toy_run: Run) -> None:
@@ -287,3 +316,123 @@ def test_rounds_report_performance_on_the_perturbed_sets(toy_run: Run) -> None:
     for row in toy_run.result.rounds:
         assert set(row["variant_performance"]) >= {"typo", "fairness"}
         assert all(0 <= value <= 100 for value in row["variant_performance"].values())
+
+
+# -- hostile models -------------------------------------------------------------------------
+def test_a_trickled_reply_is_cut_by_the_total_budget(
+    toy_task: TaskSpec, config_dir: Path, blobs: LocalBlobStore
+) -> None:
+    """Bytes keep coming, so no read ever times out: only a deadline ends the request."""
+    task = with_limits(toy_task, request_s=30, total_s=2.0)
+    runtime = ProcessRuntime(server_command(V1_SERVER, "trickle_body", "--delay", "0.1"))
+    started = time.monotonic()
+    result = run_evaluation(task, runtime, blobs, config_dir=config_dir)
+    assert result.failure is not None
+    assert result.failure.code == FailureCode.TOTAL_TIMEOUT.value, result.failure
+    assert time.monotonic() - started < 6.0
+
+
+def test_deeply_nested_json_is_the_models_fault_through_the_pipeline(
+    toy_task: TaskSpec, config_dir: Path, blobs: LocalBlobStore
+) -> None:
+    runtime = ProcessRuntime(server_command(V1_SERVER, "deep_json"))
+    result = run_evaluation(toy_task, runtime, blobs, config_dir=config_dir)
+    assert result.failure is not None
+    assert result.failure.code == FailureCode.BAD_JSON.value, result.failure
+    assert result.failure.user_caused
+
+
+def test_an_error_handling_a_reply_is_not_a_platform_error(
+    toy_task: TaskSpec,
+    config_dir: Path,
+    blobs: LocalBlobStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def explode(*args: object, **kwargs: object) -> None:
+        raise KeyError("predictions")
+
+    monkeypatch.setattr(ModelClient, "predict", explode)
+    runtime = ProcessRuntime(server_command(V1_SERVER, "rule"))
+    result = run_evaluation(toy_task, runtime, blobs, config_dir=config_dir)
+    assert result.failure is not None and result.failure.user_caused
+    assert result.failure.code == FailureCode.BAD_PREDICTION.value, result.failure
+
+
+class UnexplainedRuntime(ProcessRuntime):
+    """A runtime whose account of a failure is broken: it raises, or names no known code."""
+
+    def __init__(self, command: list[str], reason: tuple[str, str] | None) -> None:
+        super().__init__(command)
+        self.reason = reason
+
+    def exit_reason(self) -> tuple[str, str] | None:
+        if self.reason is None:
+            raise RuntimeError("the engine went away")
+        return self.reason
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [None, ("no_such_code", "?"), ("platform_error", "?")],
+    ids=["raises", "unknown", "ours"],
+)
+def test_a_broken_exit_reason_keeps_the_symptom_seen(
+    toy_task: TaskSpec,
+    config_dir: Path,
+    blobs: LocalBlobStore,
+    reason: tuple[str, str] | None,
+) -> None:
+    command = server_command(V1_SERVER, "die_after", "--after", "1")
+    result = run_evaluation(
+        toy_task, UnexplainedRuntime(command, reason), blobs, config_dir=config_dir
+    )
+    assert result.failure is not None and result.failure.user_caused
+    assert result.failure.code == FailureCode.CRASHED.value, result.failure
+    assert "fatal: dying on predict call 2" in result.failure.log_tail
+
+
+def sent_texts(examples: Sequence[Example]) -> set[str]:
+    return {text for example in examples for text in example.inputs.values()}
+
+
+def test_a_model_printing_its_inputs_gets_a_tail_without_them(
+    toy_task: TaskSpec, config_dir: Path, blobs: LocalBlobStore
+) -> None:
+    runtime = ProcessRuntime(server_command(V1_SERVER, "leak_and_die"))
+    result = run_evaluation(toy_task, runtime, blobs, config_dir=config_dir)
+    assert result.failure is not None and result.failure.code == FailureCode.CRASHED.value
+    tail = result.failure.log_tail
+    first = toy_task.rounds[0].datasets[0]
+    for text in sent_texts(load_examples(toy_task, first, config_dir)):
+        assert text not in tail
+    assert tail.count(WITHHELD) >= 3 * toy_task.batch_size  # 1 JSON line + 2 fields each
+    assert "Traceback (most recent call last):" in tail
+    assert "RuntimeError: the model gave up" in tail
+    assert "mode=leak_and_die" in tail
+
+
+def test_redaction_matches_windows_of_long_texts_and_short_texts_whole() -> None:
+    long_text = "The committee postponed the vote until the spring session."
+    held = HeldOutText()
+    held.add([Example("1", {"a": long_text, "b": "tiny claim", "c": " "}, "x")])
+    log = "\n".join(
+        [
+            "booting",
+            f"got {long_text[10:34]}!",  # exactly one 24-character window
+            f"got {long_text[10:33]}",  # 23 characters: not recognised
+            "claim: tiny claim.",
+            "tiny",
+            "",
+            "Traceback (most recent call last):",
+        ]
+    )
+    assert held.redact(log).split("\n") == [
+        "booting",
+        WITHHELD,
+        f"got {long_text[10:33]}",
+        WITHHELD,
+        "tiny",
+        "",
+        "Traceback (most recent call last):",
+    ]
+    assert HeldOutText().redact(log) == log  # nothing sent, nothing to withhold

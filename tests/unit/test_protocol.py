@@ -2,7 +2,8 @@
 
 Every bad reply ends in its own FailureCode, both through ``ModelClient`` directly and
 through the pipeline with a ``ProcessRuntime`` (which must also keep the log tail and leave
-no process behind). Instances carry the task's input fields and an opaque uid, nothing else.
+no process behind). Instances carry the task's input fields and an opaque wire id (never
+the dataset uid), nothing else. A request's time limit is a deadline, trickling included.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import json
 import re
 import select
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -21,7 +24,7 @@ from evaluator.datasets import load_examples
 from evaluator.errors import EvaluationError, FailureCode
 from evaluator.pipeline import run_evaluation
 from evaluator.process_runtime import ProcessRuntime, free_port
-from evaluator.protocol import ModelClient
+from evaluator.protocol import ModelClient, validate_predictions
 from evaluator.runtime import Endpoint
 from evaluator.types import Example
 from store.blobs import LocalBlobStore
@@ -36,6 +39,7 @@ from tests.conftest import (
 )
 
 SMALL_REPLY = 4096
+WIRE_ID = re.compile(r"[0-9a-f]{20}")
 
 
 @pytest.fixture
@@ -206,18 +210,84 @@ def test_a_uid_echoed_as_a_number_is_a_bad_prediction_not_a_reordering(
     toy_task: TaskSpec,
     examples: Sequence[Example],
 ) -> None:
-    twelve = [e for e in examples if e.uid == "12"]
     client = connect(run_server(V1_SERVER, "int_uid").endpoint(), toy_task)
-    expect_failure(FailureCode.BAD_PREDICTION, lambda: client.predict(twelve))
+    expect_failure(FailureCode.BAD_PREDICTION, lambda: client.predict(examples[:1]))
 
 
-def test_an_answer_task_needs_a_string_answer(
-    run_server: Callable[..., Server], connect: Callable[..., ModelClient], tmp_path: Path
+# -- hostile replies -------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["trickle_headers", "trickle_body"])
+def test_a_trickled_reply_times_out_at_the_request_deadline(
+    run_server: Callable[..., Server],
+    connect: Callable[..., ModelClient],
+    toy_task: TaskSpec,
+    examples: Sequence[Example],
+    mode: str,
 ) -> None:
-    qa = load_tasks()["qa"]
-    examples = load_examples(qa, qa.rounds[0].datasets[0], CONFIG_DIR)[:3]
-    client = connect(run_server(V1_SERVER, "echo", "--key", "label").endpoint(), qa)
-    expect_failure(FailureCode.BAD_PREDICTION, lambda: client.predict(examples))
+    """Each byte arrives well within the timeout; the whole reply would take ~60 s."""
+    task = with_limits(toy_task, request_s=1.0)
+    client = connect(run_server(V1_SERVER, mode, "--delay", "0.2").endpoint(), task)
+    started = time.monotonic()
+    expect_failure(FailureCode.REQUEST_TIMEOUT, lambda: client.predict(examples[:4]))
+    assert 0.9 <= time.monotonic() - started < 2.0
+
+
+def test_the_deadline_thread_stops_on_close_and_restarts_on_use(
+    run_server: Callable[..., Server],
+    connect: Callable[..., ModelClient],
+    toy_task: TaskSpec,
+    examples: Sequence[Example],
+) -> None:
+    client = connect(run_server(V1_SERVER, "rule").endpoint(), toy_task)
+    for _ in range(3):
+        assert len(client.predict(examples[:4])) == 4
+    thread = client._watchdog._thread
+    assert thread is not None and thread.is_alive()
+    assert sum(t is thread for t in threading.enumerate()) == 1  # one per client, not per request
+    client.close()
+    wait_until(lambda: not thread.is_alive(), 5.0, "the watchdog thread to end")
+    assert len(client.predict(examples[:4])) == 4
+
+
+def test_deeply_nested_json_is_bad_json_not_a_platform_fault(
+    run_server: Callable[..., Server],
+    connect: Callable[..., ModelClient],
+    toy_task: TaskSpec,
+    examples: Sequence[Example],
+) -> None:
+    client = connect(run_server(V1_SERVER, "deep_json").endpoint(), toy_task)
+    expect_failure(FailureCode.BAD_JSON, lambda: client.predict(examples[:4]))
+
+
+def test_any_error_reading_a_reply_is_blamed_on_the_reply(
+    run_server: Callable[..., Server],
+    connect: Callable[..., ModelClient],
+    toy_task: TaskSpec,
+    examples: Sequence[Example],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def explode(*args: object, **kwargs: object) -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr("evaluator.protocol.validate_predictions", explode)
+    client = connect(run_server(V1_SERVER, "rule").endpoint(), toy_task)
+    error = expect_failure(FailureCode.BAD_JSON, lambda: client.predict(examples[:4]))
+    assert "RecursionError" in error.message
+
+
+def test_probs_are_kept_only_as_a_flat_label_to_number_object(
+    toy_task: TaskSpec, examples: Sequence[Example]
+) -> None:
+    deep: object = 0.5
+    for _ in range(500):
+        deep = [deep]
+    items = [
+        {"label": "yes", "probs": {"yes": 0.75, "no": 0.25}},
+        {"label": "no", "probs": {"no": deep}},
+        {"label": "no", "prob": 0.9},
+    ]
+    predictions = validate_predictions(toy_task, examples[:3], items)
+    assert [p.probs for p in predictions] == [{"yes": 0.75, "no": 0.25}, None, None]
+    assert [p.uid for p in predictions] == [e.uid for e in examples[:3]]
 
 
 # -- the same failures through the pipeline and a ProcessRuntime ----------------------------
@@ -315,15 +385,41 @@ def test_every_input_field_and_nothing_else_reaches_the_model(
     examples = load_examples(task, task.rounds[0].datasets[0], CONFIG_DIR)[:10]
     record = tmp_path / "requests.jsonl"
     server = run_server(V1_SERVER, "echo", "--record", str(record), *_reply_for(task))
-    connect(server.endpoint(), task).predict(examples)
+    predictions = connect(server.endpoint(), task).predict(examples)
+    assert [p.uid for p in predictions] == [e.uid for e in examples]  # mapped back
     body = json.loads(record.read_text())
     assert body["task"] == name
+    uids = {e.uid for e in examples}
     for sent, example in zip(body["instances"], examples, strict=True):
         assert set(sent) == {"uid", *task.input_fields}
-        assert isinstance(sent["uid"], str) and sent["uid"] == example.uid
+        assert WIRE_ID.fullmatch(sent["uid"]) and sent["uid"] not in uids
         assert {k: sent[k] for k in task.input_fields} == dict(example.inputs)
         assert example.target not in (sent.get("label"), sent.get("answer"))
         assert not {"label", "answer", "answer_start", *task.slices} & set(sent)
+
+
+def test_wire_ids_are_opaque_and_differ_per_pass_and_per_client(
+    run_server: Callable[..., Server],
+    connect: Callable[..., ModelClient],
+    toy_task: TaskSpec,
+    examples: Sequence[Example],
+    tmp_path: Path,
+) -> None:
+    record = tmp_path / "requests.jsonl"
+    endpoint = run_server(V1_SERVER, "rule", "--record", str(record)).endpoint()
+    first, second = connect(endpoint, toy_task), connect(endpoint, toy_task)
+    batch = list(examples[:4])
+    for client, variant in ((first, "original"), (first, "typo"), (second, "original")):
+        assert [p.uid for p in client.predict(batch, variant=variant)] == [e.uid for e in batch]
+    first.predict([batch[0]] * 3, variant="profiling/0")  # one example repeated in a request
+    sent = [
+        [i["uid"] for i in json.loads(line)["instances"]]
+        for line in record.read_text().splitlines()
+    ]
+    flat = [wire_id for request in sent for wire_id in request]
+    assert all(WIRE_ID.fullmatch(wire_id) for wire_id in flat)
+    assert len(set(flat)) == len(flat)  # original, perturbed, other evaluation, repeats
+    assert not set(flat) & {e.uid for e in examples}
 
 
 def test_nli_sends_context_and_hypothesis_in_dynalab2_too(
