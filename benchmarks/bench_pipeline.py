@@ -89,7 +89,10 @@ def bare_http(task, runtime: ProcessRuntime, examples: list[Example]) -> float: 
             json.dumps(
                 {
                     "task": task.name,
-                    "instances": [e.request_instance() for e in examples[i : i + size]],
+                    "instances": [
+                        e.request_instance(f"w{i + j}")
+                        for j, e in enumerate(examples[i : i + size])
+                    ],
                 }
             ).encode()
             for i in range(0, len(examples), size)

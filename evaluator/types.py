@@ -20,11 +20,10 @@ class Example:
     slices: Mapping[str, str] = field(default_factory=dict)
     answer_start: int | None = None
 
-    def request_instance(self, wire_id: str | None = None) -> dict[str, Any]:
-        """The JSON object sent to a model: an opaque wire id plus the input fields, never
-        the target or slices. The evaluator always passes a wire id (``evaluator.wire_ids``);
-        the dataset uid stands in only for callers outside it (benchmark baselines)."""
-        return {"uid": self.uid if wire_id is None else wire_id, **self.inputs}
+    def request_instance(self, wire_id: str) -> dict[str, Any]:
+        """The JSON object sent to a model: an opaque per-request id (``evaluator.wire_ids``)
+        plus the input fields, never the dataset uid, the target or slices."""
+        return {"uid": wire_id, **self.inputs}
 
 
 @dataclass(frozen=True)
