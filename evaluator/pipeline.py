@@ -277,13 +277,23 @@ class Evaluation:
             log.exception("redacting the log tail of %s failed", self.task.name)
             return ""
 
+    def failure_text(self, message: str) -> str:
+        """The failure sentence, redacted like the log: it may quote the model's reply."""
+        try:
+            return self.held_out.redact(message)
+        except Exception:  # never risk the data: the code alone still explains the failure
+            log.exception("redacting the failure message of %s failed", self.task.name)
+            return "the model's reply could not be shown"
+
     def explain(self, exc: EvaluationError) -> Failure:
         """Prefer the runtime's own account (OOM kill, exit code) over the symptom seen."""
         code, message = exc.code, exc.message
         reason = self.exit_reason() if exc.code in _SYMPTOMS else None
         if reason is not None:
             code, message = reason[0], f"{reason[1]} ({exc.message})"
-        return Failure(code.value, message, self.failure_log(exc.log_tail), code.user_caused)
+        return Failure(
+            code.value, self.failure_text(message), self.failure_log(exc.log_tail), code.user_caused
+        )
 
     def exit_reason(self) -> tuple[FailureCode, str] | None:
         """The runtime's reason for the model's exit, if it gives a usable one: an unknown

@@ -411,6 +411,18 @@ def test_a_model_printing_its_inputs_gets_a_tail_without_them(
     assert "mode=leak_and_die" in tail
 
 
+def test_an_error_reply_quoting_inputs_is_withheld_from_the_message(
+    toy_task: TaskSpec, config_dir: Path, blobs: LocalBlobStore
+) -> None:
+    runtime = ProcessRuntime(server_command(V1_SERVER, "echo_500"))
+    result = run_evaluation(toy_task, runtime, blobs, config_dir=config_dir)
+    assert result.failure is not None and result.failure.code == FailureCode.BAD_STATUS.value
+    first = toy_task.rounds[0].datasets[0]
+    for text in sent_texts(load_examples(toy_task, first, config_dir)):
+        assert text not in result.failure.message
+    assert WITHHELD in result.failure.message
+
+
 def test_redaction_matches_windows_of_long_texts_and_short_texts_whole() -> None:
     long_text = "The committee postponed the vote until the spring session."
     held = HeldOutText()
