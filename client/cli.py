@@ -196,6 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    if not args.verbose:  # one line per HTTP request only when asked for
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
     handler = getattr(commands, f"cmd_{args.command}")
     try:
         return handler(args)

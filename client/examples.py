@@ -28,12 +28,18 @@ def build_example_images() -> bool:
     cached by Docker); False when that fails."""
     script = REPO_ROOT / "scripts" / "build-example-images.sh"
     try:
-        subprocess.run(["bash", str(script)], check=True, timeout=1800, stdout=subprocess.DEVNULL)
+        # Output only matters when a build fails: it is then in the exception's stderr.
+        subprocess.run(["bash", str(script)], check=True, timeout=1800, capture_output=True)
         for entry in example_catalog():
             if entry.get("args"):
                 build_variant(entry)
     except (OSError, subprocess.SubprocessError) as exc:
-        log.warning("could not build the example images (%s); using local processes", exc)
+        detail = getattr(exc, "stderr", b"") or b""
+        log.warning(
+            "could not build the example images (%s); using local processes\n%s",
+            exc,
+            detail.decode("utf-8", "replace")[-2000:],
+        )
         return False
     return True
 
@@ -56,7 +62,7 @@ def build_variant(entry: dict) -> None:
         example_image(entry),
         str(models),
     ]
-    subprocess.run(command, check=True, timeout=600, stdout=subprocess.DEVNULL)
+    subprocess.run(command, check=True, timeout=600, capture_output=True)
 
 
 def example_runtime_kind(choice: str) -> str:

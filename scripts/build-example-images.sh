@@ -33,7 +33,11 @@ for dir in "${dirs[@]}"; do
     tag="dynaeval-example/$dir:latest"
     log "building $tag"
     # --network none: nothing may download at build time (offline rule).
-    docker build --quiet --network none -f "$models/$dir/Dockerfile" -t "$tag" "$models" >/dev/null \
-        || die "building $tag failed"
+    # The engine's legacy-builder notice is noise; the output matters only on failure.
+    if ! output="$(docker build --quiet --network none -f "$models/$dir/Dockerfile" -t "$tag" \
+            "$models" 2>&1)"; then
+        printf '%s\n' "$output" >&2
+        die "building $tag failed"
+    fi
     echo "$tag"
 done
