@@ -183,7 +183,8 @@ NUMWORDS = [
     "fifteen",
 ]
 
-# The fairness-swap perturbation replaces these; the unit test counts rows that carry one.
+# Words the fairness swap replaces; the generator checks each round carries enough of them
+# (tests/unit/test_datasets.py checks the real perturbation changes enough rows).
 GENDERED_WORDS = {
     "he",
     "she",

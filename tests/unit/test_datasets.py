@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from configs.loader import CONFIG_DIR, load_task
+from evaluator.datasets import load_examples
+from perturbations.perturbation import changed as changed_example
+from perturbations.perturbation import get_perturbation, perturb_example
 
 DATASETS = Path(__file__).resolve().parents[2] / "configs" / "datasets"
 
@@ -36,107 +40,6 @@ SPEC = {
 }
 MIN_ROWS = 60
 MIN_FAIRNESS_SHARE = 0.30
-
-GENDERED = {
-    "he",
-    "she",
-    "him",
-    "her",
-    "his",
-    "hers",
-    "himself",
-    "herself",
-    "man",
-    "woman",
-    "men",
-    "women",
-    "boy",
-    "girl",
-    "boys",
-    "girls",
-    "father",
-    "mother",
-    "dad",
-    "mom",
-    "king",
-    "queen",
-    "mr",
-    "mrs",
-    "ms",
-    "brother",
-    "sister",
-    "son",
-    "daughter",
-    "husband",
-    "wife",
-    "uncle",
-    "aunt",
-    "nephew",
-    "niece",
-    "grandfather",
-    "grandmother",
-    "grandpa",
-    "grandma",
-    "boyfriend",
-    "girlfriend",
-    "gentleman",
-    "lady",
-    "ladies",
-}
-FIRST_NAMES = {
-    "mary",
-    "emily",
-    "lakisha",
-    "sarah",
-    "anna",
-    "maria",
-    "aisha",
-    "greta",
-    "linda",
-    "sofia",
-    "hannah",
-    "keisha",
-    "priya",
-    "olivia",
-    "rachel",
-    "latoya",
-    "mei",
-    "fatima",
-    "claire",
-    "nora",
-    "ebony",
-    "ingrid",
-    "rosa",
-    "yuki",
-    "john",
-    "greg",
-    "jamal",
-    "david",
-    "michael",
-    "omar",
-    "luis",
-    "peter",
-    "tyrone",
-    "james",
-    "daniel",
-    "kevin",
-    "raj",
-    "tom",
-    "samuel",
-    "darnell",
-    "hiroshi",
-    "ahmed",
-    "brad",
-    "carlos",
-    "jake",
-    "malik",
-    "sven",
-    "kwame",
-}
-
-
-def fairness_term(text: str) -> bool:
-    return bool(set(re.findall(r"[a-z]+", text.lower())) & (GENDERED | FIRST_NAMES))
 
 
 def files():
@@ -202,15 +105,16 @@ def test_labels_balanced(task, rnd):
 
 
 @pytest.mark.parametrize(("task", "rnd"), files())
-def test_fairness_term_coverage(task, rnd):
-    rows = load(task, rnd)
-    if task == "qa":
-        hits = [fairness_term(r["context"]) and fairness_term(r["question"]) for r in rows]
-    elif task == "nli":
-        hits = [fairness_term(r["context"] + " " + r["hypothesis"]) for r in rows]
-    else:
-        hits = [fairness_term(r["statement"]) for r in rows]
-    assert sum(hits) / len(rows) >= MIN_FAIRNESS_SHARE
+def test_the_fairness_swap_changes_enough_rows(task, rnd):
+    """Fairness is scored only on rows the swap changes: each round needs enough of them,
+    counted with the task's own perturbed fields and the real perturbation."""
+    spec = load_task(CONFIG_DIR / "tasks" / f"{task}.yaml")
+    examples = load_examples(spec, spec.round(rnd).datasets[0], CONFIG_DIR)
+    swap = get_perturbation("fairness")
+    changed = [
+        changed_example(e, perturb_example(e, swap, 0, spec.perturb_fields)) for e in examples
+    ]
+    assert sum(changed) / len(examples) >= MIN_FAIRNESS_SHARE
 
 
 def test_generator_reproduces_shipped_bytes():
