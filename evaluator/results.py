@@ -46,10 +46,10 @@ class Score:
     ci_high: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self.key), **{k: getattr(self, k) for k in _SCORE_FIELDS}}
+        return {**dataclasses.asdict(self.key), **{k: getattr(self, k) for k in SCORE_NUMBERS}}
 
 
-_SCORE_FIELDS = ("value", "n", "ci_low", "ci_high")
+SCORE_NUMBERS = ("value", "n", "ci_low", "ci_high")  # a Score's fields beside its key
 
 
 @dataclass(frozen=True)

@@ -313,26 +313,7 @@ class JobStore:
 
 
 def _score_rows(job: JobRow, result: EvaluationResult) -> list[ScoreRow]:
-    rows = []
-    for score in result.scores:
-        key = score.key
-        rows.append(
-            ScoreRow(
-                model_id=job.model_id,
-                job_id=job.id,
-                task=key.task,
-                round=key.round,
-                dataset=key.dataset,
-                dataset_hash=key.dataset_hash,
-                variant=key.variant,
-                variant_version=key.variant_version,
-                seed=key.seed,
-                slice=key.slice,
-                metric=key.metric,
-                value=score.value,
-                n=score.n,
-                ci_low=score.ci_low,
-                ci_high=score.ci_high,
-            )
-        )
-    return rows
+    """One row per Score: the ScoreKey's fields are the row's key columns."""
+    return [
+        ScoreRow(model_id=job.model_id, job_id=job.id, **score.to_dict()) for score in result.scores
+    ]

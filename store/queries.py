@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from sqlalchemy import select
 
+from evaluator.results import SCORE_NUMBERS, ScoreKey
 from store.db import Database
 from store.models import AttemptRow, JobRow, ModelRow, ResultRow, ScoreRow, TaskRow
 from worker.job import JobStatus
@@ -156,18 +158,6 @@ def _result_dict(result: ResultRow) -> dict[str, Any]:
 
 
 def _score_dict(row: ScoreRow) -> dict[str, Any]:
-    fields = (
-        "round",
-        "dataset",
-        "dataset_hash",
-        "variant",
-        "variant_version",
-        "seed",
-        "slice",
-        "metric",
-        "value",
-        "n",
-        "ci_low",
-        "ci_high",
-    )
-    return {field: getattr(row, field) for field in fields}
+    """A stored score as the API shows it: its key (the task is implied) and its numbers."""
+    fields = [f.name for f in dataclasses.fields(ScoreKey) if f.name != "task"]
+    return {field: getattr(row, field) for field in [*fields, *SCORE_NUMBERS]}
