@@ -322,12 +322,15 @@ def test_dynalab2_binds_port_80_as_non_root(docker_client, example_image, owner)
         runtime.stop()
 
 
-def test_memory_sampling_is_fast(sandboxed):
-    started = time.perf_counter()
+def test_memory_is_sampled_from_the_cgroup_not_the_slow_stats_api(sandboxed, monkeypatch):
+    """The engine's stats call takes ~1-2 s; the cgroup files are read directly instead."""
+
+    def no_stats(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("memory sampling called the engine's stats API")
+
+    monkeypatch.setattr(sandboxed.client.api, "stats", no_stats)
     samples = [sandboxed.sample_resources() for _ in range(20)]
-    elapsed = time.perf_counter() - started
     assert all(s is not None and 0 < s.rss_bytes < LIMITS.memory_gib * 1024**3 for s in samples)
-    assert elapsed < 0.5, f"20 samples took {elapsed:.2f} s"
 
 
 def test_stop_is_idempotent_and_removes_everything(docker_client, example_image, owner):

