@@ -63,7 +63,30 @@ def evaluation(result: dict[str, Any]) -> str:
             ],
         ),
     ]
+    variants = sorted({name for r in result["rounds"] for name in r.get("variants", {})})
+    if variants:
+        lines += ["", "agreement with the model's own original predictions, per perturbation:"]
+        lines.append(
+            table(
+                ["round", *variants],
+                [[r["round"], *(r["variants"].get(v) for v in variants)] for r in result["rounds"]],
+            )
+        )
+    lines += _slice_lines(result.get("slices") or [])
     return "\n".join(lines)
+
+
+def _slice_lines(slices: list[dict[str, Any]]) -> list[str]:
+    """Per round and slice column: the worst group and the largest gap between groups."""
+    if not slices:
+        return []
+    rows = [
+        [s["round"], s["column"], s["worst_group"], s["by_group"].get(s["worst_group"]),
+         s["difference"], len(s["by_group"]), ", ".join(s["small_groups"]) or "-"]
+        for s in slices
+    ]  # fmt: skip
+    headers = ["round", "slice", "worst group", "its score", "largest gap", "groups", "small"]
+    return ["", "fairness slices (performance per group):", table(headers, rows)]
 
 
 def submission(found: dict[str, Any]) -> str:

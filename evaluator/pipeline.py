@@ -165,9 +165,10 @@ class Evaluation:
     ) -> scoring.VariantRun:
         self.step(f"round {base.round} / {base.dataset}: {spec.name}")
         perturbation = get_perturbation(spec.name)
-        perturbed = materialise(
-            examples, digest, perturbation, spec.seed, self.task.perturb_fields, self.blobs
-        )
+        # Noise (typos, paraphrases) hits the task's perturb_fields; a term swap must change
+        # every field alike, or a renamed person in the hypothesis is no longer the context's.
+        fields = self.task.input_fields if perturbation.swaps_terms else self.task.perturb_fields
+        perturbed = materialise(examples, digest, perturbation, spec.seed, fields, self.blobs)
         predictions = self.predict_all(perturbed.examples, base, spec.name)
         self.state.variant_counts.append(
             {

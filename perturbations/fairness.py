@@ -67,6 +67,8 @@ def _next_word(text: str, end: int) -> str | None:
 class FairnessPerturbation(Perturbation):
     """Gender swap (``swap_gender``) and/or ethnicity-associated name swap."""
 
+    swaps_terms = True
+
     def __init__(
         self,
         name: str = "fairness",
@@ -78,7 +80,8 @@ class FairnessPerturbation(Perturbation):
         self.swap_gender = swap_gender
         self.swap_group = swap_group
         self.lexicon = lexicon or load_fairness_lexicon()
-        self.version = f"1.{self.lexicon.version}"
+        # 2: QA examples whose answer holds a swappable term are left unchanged
+        self.version = f"2.{self.lexicon.version}"
         self._names = self.lexicon.name_index()
         self._groups = sorted(self.lexicon.names)
 

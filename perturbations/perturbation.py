@@ -29,6 +29,9 @@ class Perturbation(abc.ABC):
 
     name: str
     version: str
+    # Term swaps (fairness) must treat every mention alike: an example whose QA answer holds
+    # a swappable term is left unchanged (the kept answer span would contradict the rest).
+    swaps_terms: bool = False
 
     @abc.abstractmethod
     def apply(self, text: str, seed: int) -> str:
@@ -120,11 +123,18 @@ def perturb_example(
     """``example`` with its input ``fields`` perturbed; uid, target and slices are kept.
 
     For extractive QA (``answer_start`` set and ``'context'`` in ``fields``) the answer span is
-    never changed and ``answer_start`` is recomputed for the new context.
+    never changed and ``answer_start`` is recomputed for the new context. Every field gets the
+    same per-example seed, so a term swap maps a name alike in context and question.
     """
     per_example = example_seed(example.uid, seed)
     inputs = dict(example.inputs)
     answer_start = example.answer_start
+    if (
+        perturbation.swaps_terms
+        and answer_start is not None
+        and perturbation.apply(example.target, per_example) != example.target
+    ):
+        return example
     for field in fields:
         if field not in inputs:
             raise KeyError(f"example {example.uid!r} has no input field {field!r}")

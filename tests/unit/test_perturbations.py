@@ -222,12 +222,26 @@ def test_qa_answer_span_is_never_changed_and_offset_stays_valid(name):
     assert n_changed > 30
 
 
-def test_qa_answer_that_is_a_swappable_word_stays_verbatim():
+def test_a_qa_example_whose_answer_holds_a_swappable_term_is_left_out():
+    """Keeping "John" as the answer while renaming the other Johns would change the
+    question's meaning: such an example is left unchanged (so it is not scored)."""
     context = "His brother met John. John was happy, and he said so."
     example = Example(uid="q", inputs={"context": context}, target="John", answer_start=16)
     out = perturb_example(example, get_perturbation("fairness"), 0, ["context"])
-    assert out.inputs["context"] == "Her sister met John. Sarah was happy, and she said so."
-    assert out.answer_start == 15
+    assert out == example and not changed(example, out)
+
+
+def test_a_swap_renames_a_person_alike_in_every_field():
+    context = "John met his brother in Paris. John was happy."
+    example = Example(
+        uid="q", inputs={"context": context, "question": "Where did John meet his brother?"},
+        target="Paris", answer_start=context.index("Paris"),
+    )  # fmt: skip
+    out = perturb_example(example, get_perturbation("fairness"), 0, ["context", "question"])
+    assert out.inputs["context"] == "Sarah met her sister in Paris. Sarah was happy."
+    assert out.inputs["question"] == "Where did Sarah meet her sister?"
+    start = out.answer_start
+    assert out.inputs["context"][start : start + len("Paris")] == "Paris"
 
 
 def test_qa_bad_answer_start_is_refused():

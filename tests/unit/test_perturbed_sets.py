@@ -25,6 +25,12 @@ EXAMPLES = (
         target="John",
         answer_start=21,
     ),
+    Example(
+        uid="e",
+        inputs={"question": "Where did John go?", "context": "His sister and John went to Oslo."},
+        target="Oslo",
+        answer_start=28,
+    ),
 )
 
 
@@ -63,7 +69,7 @@ def test_only_changed_examples_are_kept_with_counts(blobs):
     assert result.examples[0].inputs["text"] == "She thanked her father."
     assert dict(result.examples[0].slices) == {"g": "m"}
     assert result.examples[1].inputs["text"].endswith(" at King's Cross.")
-    assert (result.name, result.version, result.seed) == ("fairness", "1.1", 0)
+    assert (result.name, result.version, result.seed) == ("fairness", "2.1", 0)
 
 
 def test_second_call_is_from_cache_and_identical(blobs):
@@ -84,9 +90,12 @@ def test_qa_set_keeps_the_answer_and_moves_its_offset(blobs):
     result = materialise(qa, dataset_hash(qa), get_perturbation("fairness"), 0, fields, blobs)
     cached = materialise(qa, dataset_hash(qa), get_perturbation("fairness"), 0, fields, blobs)
     assert cached.from_cache and cached.examples == result.examples
+    assert [e.uid for e in result.examples] == ["e"]  # d's answer is a name: left out
     example = result.examples[0]
-    assert example.inputs["context"] == "Her brother came with John."
-    assert example.answer_start == 22 and example.target == "John"
+    assert example.inputs["context"] == "Her brother and Jill went to Oslo."
+    assert example.inputs["question"] == "Where did Jill go?"  # the same person, renamed alike
+    assert example.answer_start == example.inputs["context"].index("Oslo")
+    assert example.target == "Oslo"
 
 
 def test_stored_bytes_are_canonical_and_reproducible(tmp_path):

@@ -2,9 +2,11 @@
 
 The rule model answers "yes" when the claim holds the word "she", else "no", so every number
 can be worked out by hand from tests/fixtures/configs/datasets/toy:
-* alpha: 15 of 20 right (75.0); the gender swap changes 10 claims, 4 keep their answer (40.0)
-* r12:   12 of 20 right (60.0); the gender swap changes 5 claims, 4 keep their answer (80.0)
-* rounds weigh 1 (alpha) and 3 (r12): performance 63.75, fairness 70.0.
+* alpha: 15 of 20 right (75.0); the gender swap changes all 20 examples (premise and claim
+  alike), 10 of them in the claim; 14 keep their answer (70.0)
+* r12:   12 of 20 right (60.0); the swap changes 20 examples, 5 in the claim; 19 keep their
+  answer (95.0)
+* rounds weigh 1 (alpha) and 3 (r12): performance 63.75, fairness 88.75.
 The model sees opaque wire ids, never dataset uids; a failing model's log tail comes back
 with every line quoting held-out input withheld.
 """
@@ -99,15 +101,15 @@ def test_per_round_performance_is_the_hand_computed_accuracy(toy_run: Run) -> No
 
 def test_fairness_counts_only_the_examples_the_swap_changed(toy_run: Run) -> None:
     rows = {row["round"]: row for row in toy_run.result.rounds}
-    assert rows["alpha"]["fairness"] == pytest.approx(40.0)
-    assert rows["alpha"]["fairness_n"] == 10
-    assert rows["r12"]["fairness"] == pytest.approx(80.0)
-    assert rows["r12"]["fairness_n"] == 5
-    assert rows["alpha"]["variants"]["fairness"] == pytest.approx(40.0)
-    assert toy_run.result.summary["fairness"] == pytest.approx((40.0 * 1 + 80.0 * 3) / 4)
+    assert rows["alpha"]["fairness"] == pytest.approx(70.0)
+    assert rows["alpha"]["fairness_n"] == 20
+    assert rows["r12"]["fairness"] == pytest.approx(95.0)
+    assert rows["r12"]["fairness_n"] == 20
+    assert rows["alpha"]["variants"]["fairness"] == pytest.approx(70.0)
+    assert toy_run.result.summary["fairness"] == pytest.approx((70.0 * 1 + 95.0 * 3) / 4)
     counts = {(c["round"], c["variant"]): c for c in toy_run.result.provenance["perturbations"]}
-    assert counts[("alpha", "fairness")]["changed"] == 10
-    assert counts[("r12", "fairness")]["changed"] == 5
+    assert counts[("alpha", "fairness")]["changed"] == 20
+    assert counts[("r12", "fairness")]["changed"] == 20
     assert counts[("alpha", "fairness")]["total"] == 20
 
 
@@ -131,15 +133,21 @@ def test_robustness_is_agreement_on_the_changed_examples(toy_run: Run) -> None:
     assert summary == pytest.approx((expected["alpha"] + 3 * expected["r12"]) / 4)
 
 
-def test_perturbations_only_touch_the_perturb_fields(toy_run: Run) -> None:
+def test_noise_touches_the_perturb_fields_and_swaps_every_field(toy_run: Run) -> None:
+    """Typos hit only the claim (perturb_fields); a gender swap renames alike in premise and
+    claim, or a renamed person in the claim would no longer be the premise's."""
     for round_name in ROUNDS:
         original = {row["uid"]: row for row in saved(toy_run, round_name, "original")}
-        for variant in ("typo", "fairness"):
-            for row in saved(toy_run, round_name, variant):
-                before = original[row["uid"]]
-                assert row["inputs"]["premise"] == before["inputs"]["premise"]
-                assert row["inputs"]["claim"] != before["inputs"]["claim"]
-                assert row["gold"] == before["gold"]
+        for row in saved(toy_run, round_name, "typo"):
+            before = original[row["uid"]]
+            assert row["inputs"]["premise"] == before["inputs"]["premise"]
+            assert row["inputs"]["claim"] != before["inputs"]["claim"]
+            assert row["gold"] == before["gold"]
+        swapped = saved(toy_run, round_name, "fairness")
+        assert any(
+            row["inputs"]["premise"] != original[row["uid"]]["inputs"]["premise"] for row in swapped
+        )
+        assert all(row["gold"] == original[row["uid"]]["gold"] for row in swapped)
 
 
 # -- keys, provenance, files ----------------------------------------------------------------
@@ -217,7 +225,7 @@ def test_a_model_caching_answers_by_uid_gains_no_robustness(tmp_path: Path) -> N
     run = evaluate(tmp_path, config_dir, task, "uid_cache")
     assert run.result.status == "done", run.result.failure
     assert run.result.summary["robustness"] < 60
-    assert run.result.summary["fairness"] < 60
+    assert run.result.summary["fairness"] < 90
 
 
 def test_profile_has_positive_throughput_and_memory(toy_run: Run) -> None:
