@@ -18,6 +18,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="dynaeval",
         description="Evaluate model containers on every round of a task, with perturbations, "
         "fairness slices and profiling; rank them by Dynascore.",
+        epilog="Environment: DYNAEVAL_DATA_DIR (default ./dynaeval-data: SQLite file, blobs, "
+        "cached perturbed sets), DYNAEVAL_DATABASE_URL (a SQLAlchemy URL instead of the SQLite "
+        "file). Exit codes: 0 ok, 1 the evaluation failed or a gate was missed, 2 bad usage.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -87,7 +90,7 @@ def _evaluate(sub: Subparsers) -> None:
         help="process: a command or a model.py; url: http://host:port; "
         "docker: an image tarball, a directory with a Dockerfile, or a reference",
     )
-    evaluate.add_argument("--task", required=True)
+    evaluate.add_argument("--task", required=True, help="a task name (see `dynaeval tasks`)")
     evaluate.add_argument(
         "--runtime",
         choices=["docker", "process", "url"],
@@ -112,7 +115,7 @@ def _submit(sub: Subparsers) -> None:
     submit.add_argument(
         "model", help="a `docker save` tarball, or an image reference in a registry"
     )
-    submit.add_argument("--task", required=True)
+    submit.add_argument("--task", required=True, help="a task name (see `dynaeval tasks`)")
     submit.add_argument("--name", required=True)
     submit.add_argument("--protocol", choices=["v1", "dynalab2"], default="v1")
     submit.add_argument("--server", help="API base URL, e.g. http://127.0.0.1:8000")
