@@ -7,42 +7,23 @@ import math
 import shlex
 import signal
 import sys
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from client import render
-from client.sdk import WaitTimeout
-from configs.loader import CONFIG_DIR, load_tasks
-from configs.schema import ConfigError, TaskSpec
+from client.common import CliError, all_tasks, find_task, open_service
+from client.submit import cmd_submit  # noqa: F401 - dispatched by name from client.cli
+from configs.schema import TaskSpec
 
 if TYPE_CHECKING:
-    from store.blobs import BlobStore
-
-
-class CliError(Exception):
-    """A user error: printed as one line, exit code 2."""
-
-
-def _tasks() -> dict[str, TaskSpec]:
-    try:
-        return load_tasks(CONFIG_DIR / "tasks")
-    except ConfigError as exc:
-        raise CliError(str(exc)) from None
-
-
-def _task(name: str) -> TaskSpec:
-    tasks = _tasks()
-    if name not in tasks:
-        raise CliError(f"unknown task {name!r} (tasks: {', '.join(sorted(tasks))})")
-    return tasks[name]
+    pass
 
 
 # -- tasks -----------------------------------------------------------------------------------
 def cmd_tasks(args: argparse.Namespace) -> int:
-    tasks = _tasks()
+    tasks = all_tasks()
     if args.json:
         render.emit_json([task.public_dict() for task in tasks.values()])
         return 0
@@ -92,7 +73,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from store.blobs import LocalBlobStore
     from store.db import default_data_dir
 
-    task = _task(args.task)
+    task = find_task(args.task)
     kind = args.runtime or guess_runtime(args.model)
     if kind != "url" and _looks_like_path(args.model) and not Path(args.model).exists():
         raise CliError(f"no such file or directory: {args.model}")
@@ -208,22 +189,13 @@ def _num(value: Any) -> Any:
 
 
 # -- service ---------------------------------------------------------------------------------
-def _service(allow_local: bool = False):  # type: ignore[no-untyped-def]
-    from api.service import Service
-
-    try:
-        return Service.open(allow_local_runtimes=allow_local)
-    except ConfigError as exc:
-        raise CliError(str(exc)) from None
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     from werkzeug.serving import make_server
 
     from api.app import create_app
     from client.examples import example_runtime_kind
 
-    service = _service(args.allow_local_runtimes)
+    service = open_service(args.allow_local_runtimes)
     rescored = service.rescore_stale()
     if rescored:
         print(f"re-scoring {len(rescored)} models whose task data changed", flush=True)
@@ -251,7 +223,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from worker.lock import WorkerIdInUse
     from worker.worker import Worker, default_worker_id
 
-    service = _service()
+    service = open_service()
     worker = Worker(
         service.store, service.blobs, service.tasks, worker_id=default_worker_id(args.name)
     )
@@ -272,190 +244,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
-    service = _service()
+    service = open_service()
     try:
         jobs = service.rescore_stale()
     finally:
         service.close()
     print(f"queued {len(jobs)} re-evaluations")
     return 0
-
-
-# -- submit ----------------------------------------------------------------------------------
-LOCAL_POLL_S = 1.0
-REMOTE_POLL_S = 2.0
-
-
-class Refused(Exception):
-    """The model was refused before anything was stored (exit 1, code and sentence)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code, self.message = code, message
-
-
-def cmd_submit(args: argparse.Namespace) -> int:
-    """Submit to ``--server`` or the local database; with ``--wait``/``--fail-under`` gate on
-    the finished job (exit 1 when it failed, scored under X, or did not finish in time)."""
-    task = _task(args.task)
-    _check_name(args.name)
-    try:
-        found = _submit_remote(args) if args.server else _submit_local(args, task)
-    except Refused as exc:
-        return _show_refusal(args, exc)
-    except WaitTimeout as exc:
-        _show_submission(args, exc.submission)
-        print(_timeout_message(args, exc), file=sys.stderr)
-        return 1
-    _show_submission(args, found)
-    return _gate(args, found)
-
-
-def _waits(args: argparse.Namespace) -> bool:
-    return bool(args.wait or args.fail_under is not None)
-
-
-def _check_name(name: str) -> None:
-    from marshmallow import ValidationError
-
-    from api.schemas import NAME
-
-    try:
-        NAME(name)
-    except ValidationError:
-        raise CliError(f"--name {name!r}: {NAME.error}") from None
-
-
-def _submit_local(args: argparse.Namespace, task: TaskSpec) -> dict[str, Any]:
-    from client.sdk import wait_until_final
-
-    service = _service()
-    try:
-        spec, image_id = _local_spec(args, task, service.blobs)
-        try:
-            model_id, _ = service.store.submit(task.name, args.name, spec, image_id=image_id)
-        except Exception:
-            if spec.get("blob"):  # nothing half-stored
-                service.blobs.delete(spec["blob"])
-            raise
-
-        def fetch() -> dict[str, Any]:
-            return service.queries.submission(model_id) or {"id": model_id}
-
-        return wait_until_final(fetch, args.timeout, LOCAL_POLL_S) if _waits(args) else fetch()
-    finally:
-        service.close()
-
-
-def _local_spec(
-    args: argparse.Namespace, task: TaskSpec, blobs: BlobStore
-) -> tuple[dict[str, Any], str | None]:
-    """The runtime spec of a local submission and its image ID when a tarball pins it."""
-    path = Path(args.model)
-    base = {"kind": "docker", "protocol": args.protocol}
-    if path.is_file():
-        image_id = _inspect(path, task)
-        key = f"uploads/{uuid.uuid4()}.tar"  # never the file name: any name is a valid file
-        with path.open("rb") as handle:
-            blobs.put_file(key, handle)
-        return {**base, "source": "upload", "blob": key, "image": path.name}, image_id
-    if path.exists():
-        raise CliError(f"{args.model} is not a file: give a `docker save` tarball")
-    from evaluator.factory import check_registry_reference
-
-    try:
-        reference = check_registry_reference(args.model)
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
-    return {**base, "source": "registry", "image": reference}, None
-
-
-def _inspect(path: Path, task: TaskSpec) -> str:
-    """The image ID of a `docker save` tarball; Refused when it is corrupt, holds several
-    images or is over the task's limit."""
-    from evaluator.errors import EvaluationError
-    from evaluator.images import inspect_tarball
-
-    try:
-        image_id, _ = inspect_tarball(path, task.limits)
-    except EvaluationError as exc:
-        raise Refused(exc.code.value, exc.message) from None
-    return image_id
-
-
-def _submit_remote(args: argparse.Namespace) -> dict[str, Any]:
-    import requests
-
-    from client.sdk import ApiClientError, DynaevalClient
-
-    client = DynaevalClient(args.server)
-    try:
-        if Path(args.model).is_file():
-            created = client.submit_image(args.task, args.name, args.model, args.protocol)
-        else:
-            runtime = {"kind": "docker", "image": args.model, "protocol": args.protocol}
-            created = client.submit(args.task, args.name, runtime)
-        if _waits(args):
-            return client.wait(created["id"], timeout=args.timeout, poll=REMOTE_POLL_S)
-        return client.submission(created["id"])
-    except ApiClientError as exc:
-        if exc.code in ("image_not_loadable", "image_too_large"):
-            raise Refused(exc.code, exc.message) from None
-        raise CliError(str(exc)) from None
-    except requests.RequestException as exc:
-        raise CliError(f"cannot reach {args.server}: {exc}") from None
-
-
-def _show_refusal(args: argparse.Namespace, exc: Refused) -> int:
-    if args.json:
-        render.emit_json(
-            {"status": "refused", "failure": {"code": exc.code, "message": exc.message}}
-        )
-    print(f"dynaeval submit: {exc.code}: {exc.message} (nothing was stored)", file=sys.stderr)
-    return 1
-
-
-def _show_submission(args: argparse.Namespace, found: dict[str, Any]) -> None:
-    """The submission as JSON (its job status also on top, for CI) or one line of text."""
-    from client.sdk import job_status
-
-    if args.json:
-        render.emit_json({**found, "status": job_status(found)})
-        return
-    print(render.submission(found))
-
-
-def _gate(args: argparse.Namespace, found: dict[str, Any]) -> int:
-    """Exit 1 when the job failed or scored under ``--fail-under``."""
-    job = found.get("job") or {}
-    if job.get("status") == "failed":
-        failure = job.get("failure") or {}
-        print(
-            f"submission {found['id']} failed: {failure.get('code')}: {failure.get('message')}",
-            file=sys.stderr,
-        )
-        return 1
-    if args.fail_under is None:
-        return 0
-    performance = (found.get("results") or {}).get("performance")
-    if performance is None or performance < args.fail_under:
-        shown = "missing" if performance is None else f"{performance:.2f}"
-        print(f"performance {shown} is under {args.fail_under}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _timeout_message(args: argparse.Namespace, exc: WaitTimeout) -> str:
-    job = exc.submission.get("job") or {}
-    where = (
-        f"on {args.server}"
-        if args.server
-        else "in the local database: is a `dynaeval worker` running on it?"
-    )
-    return (
-        f"dynaeval submit: gave up after {exc.timeout:g} s: submission "
-        f"{exc.submission.get('id')} is still {job.get('status')} ({job.get('stage')}) {where}"
-    )
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -467,7 +262,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         except ApiClientError as exc:
             raise CliError(str(exc)) from None
     else:
-        service = _service()
+        service = open_service()
         try:
             found = service.queries.submission(args.model_id)
         finally:
@@ -498,12 +293,12 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     else:
         from api.leaderboard import leaderboard, viewer_weights
 
-        task = _task(args.task)
+        task = find_task(args.task)
         try:
             weights = viewer_weights(task, args.weights)
         except ValueError as exc:
             raise CliError(str(exc)) from None
-        service = _service()
+        service = open_service()
         try:
             rows = service.queries.leaderboard_rows(task.name)
             hashes = service.dataset_hashes(task.name)

@@ -1,0 +1,41 @@
+"""What the ``dynaeval`` sub-commands share: the usage error, task lookup, the service."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from configs.loader import CONFIG_DIR, load_tasks
+from configs.schema import ConfigError, TaskSpec
+
+if TYPE_CHECKING:
+    from api.service import Service
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit code 2."""
+
+
+def all_tasks() -> dict[str, TaskSpec]:
+    """Every shipped task; a broken config is a usage error naming file and field."""
+    try:
+        return load_tasks(CONFIG_DIR / "tasks")
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+
+
+def find_task(name: str) -> TaskSpec:
+    """The task called ``name``, or a usage error listing the tasks there are."""
+    tasks = all_tasks()
+    if name not in tasks:
+        raise CliError(f"unknown task {name!r} (tasks: {', '.join(sorted(tasks))})")
+    return tasks[name]
+
+
+def open_service(allow_local: bool = False) -> Service:
+    """The configured database, blob folder and tasks (migrated on open)."""
+    from api.service import Service
+
+    try:
+        return Service.open(allow_local_runtimes=allow_local)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
