@@ -35,13 +35,15 @@ from evaluator.errors import EvaluationError
 from evaluator.factory import check_registry_reference, validate_spec
 from evaluator.images import inspect_tarball
 
+MAX_JSON_BYTES = 64 * 1024
+
 blp = Blueprint("v1", __name__, url_prefix="/api/v1", description="Dynaeval API v1")
 F = TypeVar("F", bound=Callable[..., Any])
 ERRORS = {
     400: "bad_json (the body is not a JSON object) or bad_weights",
     403: "runtime_not_allowed: this server takes only docker submissions",
     404: "unknown_task or unknown_submission",
-    413: "image_too_large: the upload exceeds the task's image limit",
+    413: "image_too_large (an upload over the image limit) or body_too_large (a JSON body over 64 KiB)",
     422: "invalid_submission, image_not_loadable or a query/form field out of range",
 }
 
@@ -158,6 +160,13 @@ class Submissions(MethodView):
         }
 
     def _json_spec(self) -> tuple[str, dict[str, Any]]:
+        # Only uploads may be large: a JSON submission is a few hundred bytes, and Flask
+        # reads a JSON body into memory whole.
+        request.max_content_length = MAX_JSON_BYTES
+        if (request.content_length or 0) > MAX_JSON_BYTES:
+            raise ApiError(
+                413, "body_too_large", f"a JSON body is limited to {MAX_JSON_BYTES} bytes"
+            )
         try:
             payload = request.get_json(silent=True)
         except RecursionError:  # nesting deep enough to exhaust the decoder is not JSON we take

@@ -614,10 +614,22 @@ def test_fuzzed_submissions_never_500(client: FlaskClient, service: Service) -> 
     ]
     for body in bodies:
         response = client.post(url, json=body)
-        assert response.status_code in (201, 400, 422), (body, response.get_data(as_text=True))
+        assert response.status_code in (201, 400, 413, 422), (body, response.get_data(as_text=True))
         if response.status_code != 201:
             assert_error(response, response.status_code)
     deep = "[" * 10_000 + "]" * 10_000
     response = client.post(url, data=deep, content_type="application/json")
     assert 400 <= response.status_code < 500
     assert_error(response, response.status_code)
+
+
+def test_a_large_json_body_is_413_and_nothing_stored(client: FlaskClient, service: Service) -> None:
+    """Only uploads may be large; a JSON body is read into memory, so it is capped."""
+    body = json.dumps(
+        {"name": "m", "runtime": {"kind": "docker", "image": "x/y:1"}, "pad": "x" * 100_000}
+    )
+    response = client.post(
+        "/api/v1/tasks/sentiment/submissions", data=body, content_type="application/json"
+    )
+    assert_error(response, 413, "body_too_large")
+    assert stored_rows(service) == (0, 0)
