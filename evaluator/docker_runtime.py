@@ -26,8 +26,9 @@ from docker.errors import APIError, DockerException, NotFound
 from docker.types import Ulimit
 
 from evaluator import docker_sandbox as sandbox
+from evaluator.engine_faults import classify
 from evaluator.errors import EvaluationError, FailureCode
-from evaluator.images import check_size, image_ref, release
+from evaluator.images import ImageRef, check_size, image_ref, release
 from evaluator.runtime import Endpoint, Limits, ResourceSample, Runtime, RuntimeInfo
 
 PORTS = {"v1": 8080, "dynalab2": 80}
@@ -92,11 +93,11 @@ class DockerRuntime(Runtime):
         with self._lock:
             if self.container_id is not None:
                 raise RuntimeError("this runtime was already started")
-            self.ref = image_ref(self.image, self.client)
+            self.ref = self._present_image()
             check_size(self.ref, self.limits, self.client)
             self._arm_watchdog()
             try:
-                network = sandbox.create_network(self.client, self.owner, self.run_id)
+                network = self._network()
                 self.network_id = network.id
                 guard = sandbox.start_guard(
                     self.client, network.name, self.owner, self.run_id, self.guard_image
@@ -110,10 +111,28 @@ class DockerRuntime(Runtime):
                 raise
             except (APIError, DockerException) as exc:
                 self.stop()
-                raise EvaluationError(
-                    FailureCode.START_FAILED, f"the engine refused to start the model: {exc}"
-                ) from None
+                raise classify(exc, FailureCode.START_FAILED, "starting the model") from None
             return Endpoint(self.host, self.port, self.protocol)
+
+    def _present_image(self) -> ImageRef:
+        """The image, which another job may have removed since this one acquired it: that is
+        the platform's race, retried (the next attempt loads or pulls it again)."""
+        try:
+            return image_ref(self.image, self.client)
+        except EvaluationError as exc:
+            raise EvaluationError(
+                FailureCode.PLATFORM_ERROR,
+                f"the image left this worker before the model started ({exc.message})",
+            ) from None
+
+    def _network(self):  # type: ignore[no-untyped-def]
+        """The run's internal network; failing to make one is the platform's fault."""
+        try:
+            return sandbox.create_network(self.client, self.owner, self.run_id)
+        except (APIError, DockerException) as exc:
+            raise EvaluationError(
+                FailureCode.PLATFORM_ERROR, f"could not create the run's network: {exc}"
+            ) from None
 
     def _run_kwargs(self) -> dict[str, Any]:
         limits = self.limits

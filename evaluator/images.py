@@ -26,6 +26,7 @@ import docker
 from docker.errors import APIError, BuildError, DockerException, ImageNotFound
 from docker.utils import parse_repository_tag
 
+from evaluator.engine_faults import classify
 from evaluator.errors import EvaluationError, FailureCode
 from evaluator.runtime import Limits
 
@@ -323,9 +324,7 @@ def acquire_pull(
         before = _image_ids(client)
         image = client.images.pull(repository, tag=digest)
     except (APIError, DockerException) as exc:
-        raise EvaluationError(
-            FailureCode.IMAGE_NOT_LOADABLE, f"could not pull {reference!r}: {exc}"
-        ) from None
+        raise classify(exc, FailureCode.IMAGE_NOT_LOADABLE, f"pulling {reference!r}") from None
     ref = image_ref(image.id, client)
     fresh = ref.image_id not in before
     check_size(ref, limits, client, remove=fresh)

@@ -109,12 +109,11 @@ class Evaluation:
         self.progress(0.0, "starting")
         try:
             endpoint = self.runtime.start()
-        except EvaluationError:
-            raise
-        except Exception as exc:
+        except OSError as exc:  # the model's command could not be run (process runtime)
             raise EvaluationError(
                 FailureCode.START_FAILED, f"could not start the model: {exc}"
             ) from exc
+        # Runtimes classify their own failures; anything else is a platform fault (run()).
         self.client = ModelClient(endpoint, self.task, self.task.limits)
         budget = min(self.task.limits.startup_s, self.remaining())
         waited = self.client.wait_ready(budget, self.runtime.alive)

@@ -9,6 +9,7 @@ import io
 import json
 import lzma
 import shutil
+import socket
 import subprocess
 import tarfile
 from collections.abc import Iterator
@@ -312,7 +313,13 @@ def test_pull_never_moves_a_local_tag(docker_client, tiny_images, registry):
 def test_pull_errors(docker_client, zoo_image, registry):
     with pytest.raises(EvaluationError) as exc_info:
         pull(f"{registry}/no-such-model:1", LIMITS, docker_client)
-    assert_code(exc_info, FailureCode.IMAGE_NOT_LOADABLE)
+    assert_code(exc_info, FailureCode.IMAGE_NOT_LOADABLE)  # the submission names nothing
+    with socket.socket() as placeholder:  # a port nobody serves: the registry is "down"
+        placeholder.bind(("127.0.0.1", 0))
+        down = f"127.0.0.1:{placeholder.getsockname()[1]}"
+        with pytest.raises(EvaluationError) as exc_info:
+            pull(f"{down}/team/model:1", LIMITS, docker_client)
+    assert_code(exc_info, FailureCode.PLATFORM_ERROR)  # not the submitter's fault: retried
     big = zoo_image("big_image")
     reference = f"{registry}/big:1"
     docker_client.images.get(big).tag(reference)

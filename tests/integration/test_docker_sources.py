@@ -13,6 +13,7 @@ import pytest
 from docker.errors import ImageNotFound
 
 from api.service import Service
+from evaluator.errors import EvaluationError, FailureCode
 from evaluator.factory import make_runtime
 from evaluator.runtime import Limits
 from store.blobs import LocalBlobStore
@@ -130,3 +131,27 @@ def test_uploaded_images_are_removed_after_the_run(
         assert present(docker_client, example_image(EXAMPLE)) and present(docker_client, BASE_IMAGE)
     finally:
         service.close()
+
+
+def test_an_image_removed_by_another_job_is_a_platform_fault_not_the_submitters(
+    docker_client, unique_image, tmp_path, owner
+):
+    """Two jobs of one upload on one engine: the first loads it and removes it when done;
+    the second, which found it already loaded, must be retried, not failed for good."""
+    tag, image_id = unique_image
+    tarball = tmp_path / "upload.tar"
+    subprocess.run(["docker", "save", "-o", str(tarball), tag], check=True)
+    remove_images(docker_client, tag, image_id)
+    blobs = LocalBlobStore(tmp_path / "blobs")
+    with tarball.open("rb") as handle:
+        blobs.put_file("uploads/upload.tar", handle)
+    spec = {"kind": "docker", "source": "upload", "blob": "uploads/upload.tar", "protocol": "v1"}
+    first = make_runtime(spec, LIMITS, blobs, owner=owner)
+    second = make_runtime(spec, LIMITS, blobs, owner=owner)  # finds it loaded: not its own
+    first.start()
+    first.stop()
+    assert not present(docker_client, image_id)
+    with pytest.raises(EvaluationError) as exc_info:
+        second.start()
+    assert exc_info.value.code == FailureCode.PLATFORM_ERROR
+    second.stop()
