@@ -19,6 +19,7 @@ Hospital", "Jordan River", "Virginia Tech", "University of Virginia".
 from __future__ import annotations
 
 import hashlib
+import random
 import re
 from collections.abc import Callable
 
@@ -80,21 +81,35 @@ class FairnessPerturbation(Perturbation):
         self.swap_gender = swap_gender
         self.swap_group = swap_group
         self.lexicon = lexicon or load_fairness_lexicon()
-        # 2: QA examples whose answer holds a swappable term are left unchanged
-        self.version = f"2.{self.lexicon.version}"
+        # 2: QA examples whose answer holds a swappable term are left unchanged;
+        # 3: names map one-to-one (no two people merged into one name)
+        self.version = f"3.{self.lexicon.version}"
         self._names = self.lexicon.name_index()
         self._groups = sorted(self.lexicon.names)
 
     def swap_name(self, name: str, seed: int) -> str:
-        """The replacement for a listed first name (Title case), a pure function of the seed."""
+        """The replacement for a listed first name (Title case), a pure function of the seed.
+
+        For one seed the swap is a bijection on the listed names: groups move by a seeded
+        derangement and names within lists of equal size by a seeded permutation, so two
+        different people never end up with one name (and one person keeps one name in every
+        field of an example)."""
         group, gender = self._names[name]
-        if self.swap_gender:
-            gender = GENDERS[1 - GENDERS.index(gender)]
-        if self.swap_group:
-            others = [g for g in self._groups if g != group]
-            group = others[_pick(seed, name, "group") % len(others)]
-        choices = self.lexicon.names[group][gender]
-        return choices[_pick(seed, name) % len(choices)]
+        target_group = self._target_group(group, seed) if self.swap_group else group
+        target_gender = GENDERS[1 - GENDERS.index(gender)] if self.swap_gender else gender
+        source = self.lexicon.names[group][gender]
+        target = self.lexicon.names[target_group][target_gender]
+        order = list(range(len(target)))
+        random.Random(_pick(seed, group, gender, target_group, target_gender)).shuffle(order)
+        return target[order[source.index(name)]]
+
+    def _target_group(self, group: str, seed: int) -> str:
+        """Where ``group``'s names go: a seeded rotation of a seeded order of the groups, so
+        every group moves and no two groups go to the same one."""
+        order = list(self._groups)
+        random.Random(_pick(seed, "group-order")).shuffle(order)
+        shift = 1 + _pick(seed, "group-shift") % (len(order) - 1)
+        return order[(order.index(group) + shift) % len(order)]
 
     def _swap_word(self, token: str, text: str, end: int) -> str | None:
         lower = token.lower()

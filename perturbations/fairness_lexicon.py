@@ -107,6 +107,9 @@ def _names(raw: dict[str, Any]) -> dict[str, dict[str, tuple[str, ...]]]:
                     raise LexiconError(f"{_FILE}: {where}.{gender}: {name!r} appears twice")
                 seen.add(name)
             result[group][gender] = tuple(names)
+    sizes = {len(names) for by_gender in result.values() for names in by_gender.values()}
+    if len(sizes) != 1:  # the swap is a bijection between lists, so they must match in size
+        raise LexiconError(f"{_FILE}: names: every list must hold as many names as the others")
     return result
 
 

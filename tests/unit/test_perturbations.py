@@ -50,9 +50,9 @@ EXPECTED = {
         "Because the weather was bad, the students couldn't finish their project before the "
         "deadline."
     ),
-    ("fairness", BROTHER): "She told him that her sister would meet Greg at the station tomorrow.",
+    ("fairness", BROTHER): "She told him that her sister would meet Brad at the station tomorrow.",
     ("fairness-ethnicity", BROTHER): (
-        "He told her that his brother would meet Latoya at the station tomorrow."
+        "He told her that his brother would meet Thuy at the station tomorrow."
     ),
 }
 
@@ -238,8 +238,8 @@ def test_a_swap_renames_a_person_alike_in_every_field():
         target="Paris", answer_start=context.index("Paris"),
     )  # fmt: skip
     out = perturb_example(example, get_perturbation("fairness"), 0, ["context", "question"])
-    assert out.inputs["context"] == "Sarah met her sister in Paris. Sarah was happy."
-    assert out.inputs["question"] == "Where did Sarah meet her sister?"
+    assert out.inputs["context"] == "Megan met her sister in Paris. Megan was happy."
+    assert out.inputs["question"] == "Where did Megan meet her sister?"
     start = out.answer_start
     assert out.inputs["context"][start : start + len("Paris")] == "Paris"
 
@@ -253,3 +253,19 @@ def test_qa_bad_answer_start_is_refused():
 def test_perturbation_base_is_abstract():
     with pytest.raises(TypeError):
         Perturbation()  # type: ignore[abstract]
+
+
+@pytest.mark.parametrize("name", ["fairness", "fairness-ethnicity"])
+def test_name_swaps_never_merge_two_people(name):
+    """For every seed the swap is one-to-one on the listed names (two people in one example
+    never end up sharing a name), and the ethnicity swap always changes the name list."""
+    perturbation = get_perturbation(name)
+    names = list(perturbation._names)
+    for seed in range(25):
+        swapped = [perturbation.swap_name(n, seed) for n in names]
+        assert len(set(swapped)) == len(names)
+        for original, new in zip(names, swapped, strict=True):
+            group, gender = perturbation._names[original]
+            new_group, new_gender = perturbation._names[new]
+            assert (new_group != group) == (name == "fairness-ethnicity")
+            assert (new_gender != gender) == (name == "fairness")

@@ -69,7 +69,7 @@ def test_only_changed_examples_are_kept_with_counts(blobs):
     assert result.examples[0].inputs["text"] == "She thanked her father."
     assert dict(result.examples[0].slices) == {"g": "m"}
     assert result.examples[1].inputs["text"].endswith(" at King's Cross.")
-    assert (result.name, result.version, result.seed) == ("fairness", "2.1", 0)
+    assert (result.name, result.version, result.seed) == ("fairness", "3.1", 0)
 
 
 def test_second_call_is_from_cache_and_identical(blobs):
@@ -92,8 +92,8 @@ def test_qa_set_keeps_the_answer_and_moves_its_offset(blobs):
     assert cached.from_cache and cached.examples == result.examples
     assert [e.uid for e in result.examples] == ["e"]  # d's answer is a name: left out
     example = result.examples[0]
-    assert example.inputs["context"] == "Her brother and Jill went to Oslo."
-    assert example.inputs["question"] == "Where did Jill go?"  # the same person, renamed alike
+    assert example.inputs["context"] == "Her brother and Meredith went to Oslo."
+    assert example.inputs["question"] == "Where did Meredith go?"  # one person, renamed alike
     assert example.answer_start == example.inputs["context"].index("Oslo")
     assert example.target == "Oslo"
 
