@@ -46,6 +46,8 @@ class Weights:
         full = {axis: given.get(axis, float(DEFAULT_WEIGHTS[axis])) for axis in AXES}
         if not any(full.values()):
             raise ValueError("at least one Dynascore weight must be greater than 0.")
+        if not math.isfinite(sum(full.values())):  # 1e308 + 1e308 overflows the normalisation
+            raise ValueError("the Dynascore weights are too large to add up; use smaller numbers.")
         object.__setattr__(self, "values", MappingProxyType(full))
 
     @classmethod

@@ -100,3 +100,9 @@ def test_duplicates_and_missing_values_are_refused():
         average_rounds(pd.concat([PER_ROUND, PER_ROUND.iloc[:1]]))
     with pytest.raises(ValueError, match="missing values"):
         average_rounds(PER_ROUND.assign(memory=[1.0, None, 1.0, 1.0]))
+
+
+def test_weights_too_large_to_add_up_are_refused() -> None:
+    """Each is finite, their sum is not: normalising would turn every score into 0."""
+    with pytest.raises(ValueError, match="too large"):
+        Weights.parse("performance:1e308,throughput:1e308")
