@@ -170,9 +170,14 @@ class Worker:
         while not progress.finished.wait(self.heartbeat_s):
             fraction, stage = progress.snapshot()
             try:
-                self.store.heartbeat(job.id, self.worker_id, self.lease_s, fraction, stage)
+                held = self.store.heartbeat(job.id, self.worker_id, self.lease_s, fraction, stage)
             except Exception:  # a missed beat is retried; the lease covers a few of them
                 log.exception("heartbeat for job %s failed", job.id)
+                continue
+            if not held:  # requeued elsewhere: stop at the next step instead of finishing
+                log.warning("worker %s lost the lease of job %s", self.worker_id, job.id)
+                progress.lost.set()
+                return
 
     def clean_leftovers(self) -> None:
         """Remove containers and networks a previous run of this worker left behind, and pin
@@ -186,6 +191,10 @@ class Worker:
             log.debug("no docker preparation: %s", exc)
 
 
+class LeaseLost(RuntimeError):
+    """This worker no longer holds the job it is running."""
+
+
 class _Progress:
     """Progress shared between the evaluation thread and the heartbeat thread."""
 
@@ -193,8 +202,13 @@ class _Progress:
         self._lock = threading.Lock()
         self._fraction, self._stage = 0.0, "starting"
         self.finished = threading.Event()
+        self.lost = threading.Event()
 
     def update(self, fraction: float, stage: str) -> None:
+        """Called by the evaluation at every step; ends it once the lease is lost (the
+        runtime is still stopped: the pipeline stops it whatever ends the run)."""
+        if self.lost.is_set():
+            raise LeaseLost("the job's lease was lost; another worker has it now")
         with self._lock:
             self._fraction, self._stage = fraction, stage
 

@@ -400,3 +400,31 @@ def test_end_to_end_real_example_model_scores_every_round(
         for variant in ("original", "typo", "paraphrase", "fairness"):
             assert (round_name, variant) in scored
     db.dispose()
+
+
+def test_a_worker_that_lost_its_lease_stops_the_job_and_records_nothing(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another worker requeued and took the job (say this one stalled): this one must not
+    go on evaluating (no profiling pass after the loss), nor overwrite the other's outcome;
+    its model is still stopped."""
+    gate = threading.Event()
+    runtimes: list[FakeRuntime] = []
+    _, job_id = env.store.submit("sentiment", "slow", FAKE)
+    worker = env.worker(factory_of(lambda spec: FakeModel(gate=gate), runtimes), lease_s=30)
+    thread = threading.Thread(target=worker.work, kwargs={"burst": True}, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: "round r1" in env.job(job_id).stage, "the job to run")
+        with env.db.session() as session, session.begin():  # the other worker's claim
+            session.execute(update(JobRow).where(JobRow.id == job_id).values(lease_owner="other"))
+        wait_for(lambda: "lost the lease" in caplog.text, "the heartbeat to notice")
+    finally:
+        gate.set()
+        thread.join(BOUND_S)
+    assert not thread.is_alive()
+    assert (worker.stats.done, worker.stats.failed, worker.stats.requeued) == (0, 0, 0)
+    job = env.job(job_id)
+    assert (job.status, job.lease_owner, job.failure_code) == ("running", "other", None)
+    model = runtimes[0].model
+    assert runtimes[0].stopped and model.batches <= 3  # round r1's 84 rows; no profiling pass
