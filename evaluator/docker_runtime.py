@@ -33,6 +33,12 @@ from evaluator.runtime import Endpoint, Limits, ResourceSample, Runtime, Runtime
 
 PORTS = {"v1": 8080, "dynalab2": 80}
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# cgroup v2 names of the v1 files read here (the pids files are named alike in both)
+_CGROUP_V2_NAMES = {
+    "memory.usage_in_bytes": "memory.current",
+    "memory.oom_control": "memory.events",
+}
+_CGROUP_V2_KEYS = {"total_inactive_file": "inactive_file"}
 _DISK_FULL_MARKERS = ("No space left on device", "[Errno 28]", "ENOSPC")
 
 
@@ -267,21 +273,24 @@ class DockerRuntime(Runtime):
         return FailureCode.CRASHED.value, f"the model exited with code {exit_code}"
 
     def _cgroup_file(self, controller: str, name: str) -> Path | None:
+        """The container's cgroup file, v1 (per controller) or v2 (unified; the v1 name is
+        translated), for the cgroupfs and the systemd drivers."""
         if self.container_id is None:
             return None
-        for group in (
-            "docker/" + self.container_id,
-            f"system.slice/docker-{self.container_id}.scope",
-        ):
-            path = CGROUP_ROOT / controller / group / name
-            if path.exists():
-                return path
-        return None  # cgroup v2 or another layout: callers fall back to the API
+        groups = ("docker/" + self.container_id, f"system.slice/docker-{self.container_id}.scope")
+        unified = _CGROUP_V2_NAMES.get(name, name)
+        for group in groups:
+            for path in (CGROUP_ROOT / controller / group / name, CGROUP_ROOT / group / unified):
+                if path.exists():
+                    return path
+        return None  # another layout: callers fall back to the API
 
     def _cgroup_int(self, controller: str, name: str, key: str | None = None) -> int:
         path = self._cgroup_file(controller, name)
         if path is None:
             return 0
+        if key is not None and not path.is_relative_to(CGROUP_ROOT / controller):
+            key = _CGROUP_V2_KEYS.get(key, key)  # a unified (v2) file: its keys have v2 names
         try:
             text = path.read_text()
         except OSError:
