@@ -36,13 +36,27 @@ class Interval:
         return asdict(self)
 
 
-def _check_options(n: int, n_resamples: int, confidence: float) -> None:
+def _check_sample(n: int, n_resamples: int) -> None:
     if n == 0:
         raise ValueError("cannot bootstrap an empty set of examples.")
     if n_resamples < 1:
         raise ValueError("n_resamples must be at least 1.")
+
+
+def _check_confidence(confidence: float) -> None:
     if not 0.0 < confidence < 1.0:
         raise ValueError("confidence must lie strictly between 0 and 1.")
+
+
+def _check_options(n: int, n_resamples: int, confidence: float) -> None:
+    _check_sample(n, n_resamples)
+    _check_confidence(confidence)
+
+
+def _mean_replicates(values: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+    """The mean of per-example ``values`` on each seeded resample."""
+    blocks = [values[idx].mean(axis=1) for idx in _index_blocks(values.size, n_resamples, seed)]
+    return np.concatenate(blocks)
 
 
 def _index_blocks(n: int, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
@@ -68,8 +82,7 @@ def bootstrap_mean_interval(
     _check_options(values.size, n_resamples, confidence)
     if not np.all(np.isfinite(values)):
         raise ValueError("per-example values must be finite numbers.")
-    blocks = [values[idx].mean(axis=1) for idx in _index_blocks(values.size, n_resamples, seed)]
-    return _interval(np.concatenate(blocks), confidence)
+    return _interval(_mean_replicates(values, n_resamples, seed), confidence)
 
 
 def _encode(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]):
@@ -119,7 +132,7 @@ def bootstrap_replicates(
     mean over rounds) by combining them replicate by replicate.
     """
     n = check_pair(gold, pred)
-    _check_options(n, n_resamples, 0.95)
+    _check_sample(n, n_resamples)
     per_example_fns = {
         "accuracy": lambda: np.asarray(gold, dtype=object) == np.asarray(pred, dtype=object),
         "exact_match": lambda: per_example(exact_match, gold, pred),
@@ -127,8 +140,7 @@ def bootstrap_replicates(
     }
     if metric_name in per_example_fns:
         values = 100.0 * per_example_fns[metric_name]().astype(float)
-        blocks = [values[idx].mean(axis=1) for idx in _index_blocks(n, n_resamples, seed)]
-        return np.concatenate(blocks)
+        return _mean_replicates(values, n_resamples, seed)
     if metric_name != "macro_f1":
         known = ", ".join([*per_example_fns, "macro_f1"])
         raise KeyError(f"no bootstrap for metric {metric_name!r}; supported: {known}.")
@@ -143,8 +155,7 @@ def bootstrap_replicates(
 
 def interval_of(replicates: np.ndarray, confidence: float = 0.95) -> Interval:
     """Percentile interval of precomputed bootstrap replicates."""
-    if not 0.0 < confidence < 1.0:
-        raise ValueError("confidence must lie strictly between 0 and 1.")
+    _check_confidence(confidence)
     return _interval(np.asarray(replicates, dtype=float), confidence)
 
 
