@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 
 from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from evaluator.results import ScoreKey
+
+SCORE_KEY_COLUMNS = tuple(field.name for field in dataclasses.fields(ScoreKey))
 
 
 class Base(DeclarativeBase):
@@ -110,17 +115,6 @@ class ScoreRow(Base):
     ci_low: Mapped[float | None] = mapped_column(Float)
     ci_high: Mapped[float | None] = mapped_column(Float)
     __table_args__ = (
-        UniqueConstraint(
-            "model_id",
-            "task",
-            "round",
-            "dataset",
-            "dataset_hash",
-            "variant",
-            "variant_version",
-            "seed",
-            "slice",
-            "metric",
-            name="uq_scores_key",
-        ),
+        # The ScoreKey itself (per model): two sets of one round can never overwrite each other.
+        UniqueConstraint("model_id", *SCORE_KEY_COLUMNS, name="uq_scores_key"),
     )

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from sqlalchemy import select
 
-from evaluator.results import SCORE_NUMBERS, ScoreKey
+from evaluator.results import SCORE_NUMBERS
 from store.db import Database
-from store.models import AttemptRow, JobRow, ModelRow, ResultRow, ScoreRow, TaskRow
+from store.models import (
+    SCORE_KEY_COLUMNS,
+    AttemptRow,
+    JobRow,
+    ModelRow,
+    ResultRow,
+    ScoreRow,
+    TaskRow,
+)
 from worker.job import JobStatus
 
 
@@ -159,5 +166,5 @@ def _result_dict(result: ResultRow) -> dict[str, Any]:
 
 def _score_dict(row: ScoreRow) -> dict[str, Any]:
     """A stored score as the API shows it: its key (the task is implied) and its numbers."""
-    fields = [f.name for f in dataclasses.fields(ScoreKey) if f.name != "task"]
+    fields = [name for name in SCORE_KEY_COLUMNS if name != "task"]
     return {field: getattr(row, field) for field in [*fields, *SCORE_NUMBERS]}
