@@ -27,8 +27,6 @@ from store.queries import Queries
 from worker.worker import Worker, default_worker_id
 
 log = logging.getLogger(__name__)
-REPO_ROOT = CONFIG_DIR.parent
-EXAMPLES_DIR = REPO_ROOT / "examples" / "models"
 
 
 @dataclass

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import subprocess
 
-from api.service import REPO_ROOT, example_catalog, example_image
+from api.service import example_catalog, example_image
+from configs.loader import REPO_ROOT
 
 log = logging.getLogger(__name__)
 

@@ -28,6 +28,7 @@ from metrics.metric import metric_names
 from perturbations.perturbation import perturbation_names
 
 CONFIG_DIR = Path(__file__).resolve().parent
+REPO_ROOT = CONFIG_DIR.parent  # a checkout: examples/ and scripts/ live beside the packages
 TASKS_DIR = CONFIG_DIR / "tasks"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _ROUND = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from configs.loader import REPO_ROOT
 from evaluator.process_runtime import ProcessRuntime
 from evaluator.runtime import Limits, Runtime
 from evaluator.url_runtime import UrlRuntime
@@ -29,7 +30,6 @@ from store.blobs import BlobStore, check_key
 RUNTIME_KINDS = ("docker", "process", "url")
 PROTOCOLS = ("v1", "dynalab2")
 DOCKER_SOURCES = ("upload", "registry", "local")
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # The reference grammar of distribution/reference: [domain[:port]/]path[:tag][@digest].
 _LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
