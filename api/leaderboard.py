@@ -9,8 +9,9 @@ from typing import Any
 import pandas as pd
 
 from configs.schema import TaskSpec
+from configs.vocabulary.axes import AXES
 from dynascore.dynascore import compute
-from dynascore.weights import AXES, Weights
+from dynascore.weights import Weights
 
 
 def viewer_weights(task: TaskSpec, text: str | None) -> Weights:

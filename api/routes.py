@@ -32,8 +32,8 @@ from api.schemas import (
 from api.service import Service
 from configs.schema import TaskSpec
 from evaluator.errors import EvaluationError
-from evaluator.factory import check_registry_reference, validate_spec
-from evaluator.images import inspect_tarball
+from evaluator.runtimes.docker.images import inspect_tarball
+from evaluator.runtimes.factory import check_registry_reference, validate_spec
 
 MAX_JSON_BYTES = 64 * 1024
 

@@ -16,10 +16,11 @@ from typing import Any
 
 import yaml
 
-from configs.loader import CONFIG_DIR, load_tasks
+from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
-from evaluator.datasets import load_examples
-from evaluator.perturbed_sets import dataset_hash
+from evaluator.inputs.datasets import load_examples
+from evaluator.inputs.perturbed_sets import dataset_hash
+from evaluator.tasks import load_tasks
 from store.blobs import BlobStore, LocalBlobStore
 from store.db import Database, default_data_dir, default_database_url
 from store.jobs import JobStore

@@ -22,9 +22,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from evaluator.docker_runtime import DockerRuntime  # noqa: E402
-from evaluator.process_runtime import ProcessRuntime  # noqa: E402
-from evaluator.runtime import Endpoint, Limits, Runtime  # noqa: E402
+from configs.schema import Limits  # noqa: E402
+from evaluator.runtimes.docker.runtime import DockerRuntime  # noqa: E402
+from evaluator.runtimes.process import ProcessRuntime  # noqa: E402
+from evaluator.runtimes.runtime import Endpoint, Runtime  # noqa: E402
 
 IMAGE = "dynaeval-example/null:latest"
 LIMITS = Limits(memory_gib=0.5, cpus=1.0)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from dynascore import AXES, compute
-from metrics.bootstrap import bootstrap_interval
+from metrics.metric import get_metric
 
 
 def _best_of(fn, repeats: int = 5) -> float:
@@ -34,7 +34,7 @@ def main() -> None:
     gold = rng.choice(["pos", "neg", "neu"], size=10_000).tolist()
     pred = rng.choice(["pos", "neg", "neu"], size=10_000).tolist()
     results["bootstrap_macro_f1_10k_examples_1000_resamples_s"] = _best_of(
-        lambda: bootstrap_interval("macro_f1", gold, pred, ["pos", "neg", "neu"]), repeats=3
+        lambda: get_metric("macro_f1").interval(gold, pred, ["pos", "neg", "neu"]), repeats=3
     )
     print(json.dumps(results, indent=2))
 

@@ -11,8 +11,8 @@ import random
 import tempfile
 import time
 
-from evaluator.perturbed_sets import dataset_hash, materialise
-from evaluator.types import Example
+from configs.vocabulary.examples import Example
+from evaluator.inputs.perturbed_sets import dataset_hash, materialise
 from perturbations.perturbation import get_perturbation
 from store.blobs import LocalBlobStore
 

@@ -25,12 +25,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples" / "models" / "cpu_1ms"))
 
-from configs.loader import CONFIG_DIR, load_task  # noqa: E402
+from configs.paths import CONFIG_DIR  # noqa: E402
+from configs.vocabulary.examples import Example  # noqa: E402
+from configs.vocabulary.results import ScoreKey  # noqa: E402
 from evaluator.pipeline import Evaluation  # noqa: E402
-from evaluator.process_runtime import ProcessRuntime  # noqa: E402
-from evaluator.results import ScoreKey  # noqa: E402
-from evaluator.scoring import performance_score  # noqa: E402
-from evaluator.types import Example  # noqa: E402
+from evaluator.runtimes.process import ProcessRuntime  # noqa: E402
+from evaluator.scoring.variants import performance_score  # noqa: E402
+from evaluator.tasks import load_task  # noqa: E402
 from store.blobs import LocalBlobStore  # noqa: E402
 
 
@@ -78,7 +79,7 @@ def bare_http(task, runtime: ProcessRuntime, examples: list[Example]) -> float: 
     """The same POSTs over one keep-alive connection, no validation: the floor."""
     endpoint = runtime.start()
     try:
-        from evaluator.protocol import ModelClient
+        from evaluator.transport.client import ModelClient
 
         ModelClient(endpoint, task, task.limits).wait_ready(30)
         conn = http.client.HTTPConnection(endpoint.host, endpoint.port, timeout=30)

@@ -68,8 +68,8 @@ def runtime_spec(model: str, kind: str, protocol: str) -> dict[str, Any]:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from evaluator.factory import make_runtime
     from evaluator.pipeline import run_evaluation
+    from evaluator.runtimes.factory import make_runtime
     from store.blobs import LocalBlobStore
     from store.db import default_data_dir
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from configs.loader import CONFIG_DIR, load_tasks
+from configs.paths import CONFIG_DIR
 from configs.schema import ConfigError, TaskSpec
+from evaluator.tasks import load_tasks
 
 if TYPE_CHECKING:
     from api.service import Service

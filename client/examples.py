@@ -6,7 +6,7 @@ import logging
 import subprocess
 
 from api.service import example_catalog, example_image
-from configs.loader import REPO_ROOT
+from configs.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
 

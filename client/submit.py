@@ -96,7 +96,7 @@ def _local_spec(
         return {**base, "source": "upload", "blob": key, "image": path.name}, image_id
     if path.exists():
         raise CliError(f"{args.model} is not a file: give a `docker save` tarball")
-    from evaluator.factory import check_registry_reference
+    from evaluator.runtimes.factory import check_registry_reference
 
     try:
         reference = check_registry_reference(args.model)
@@ -109,7 +109,7 @@ def _inspect(path: Path, task: TaskSpec) -> str:
     """The image ID of a `docker save` tarball; Refused when it is corrupt, holds several
     images or is over the task's limit."""
     from evaluator.errors import EvaluationError
-    from evaluator.images import inspect_tarball
+    from evaluator.runtimes.docker.images import inspect_tarball
 
     try:
         image_id, _ = inspect_tarball(path, task.limits)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
+from configs.paths import CONFIG_DIR, TASKS_DIR
 from configs.schema import (
     BootstrapSpec,
     ConfigError,
@@ -23,13 +24,9 @@ from configs.schema import (
     RoundSpec,
     TaskSpec,
 )
-from dynascore.weights import AXES
-from metrics.metric import metric_names
-from perturbations.perturbation import perturbation_names
+from configs.vocabulary.axes import AXES
+from configs.vocabulary.registry import Registry, UnknownName
 
-CONFIG_DIR = Path(__file__).resolve().parent
-REPO_ROOT = CONFIG_DIR.parent  # a checkout: examples/ and scripts/ live beside the packages
-TASKS_DIR = CONFIG_DIR / "tasks"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _ROUND = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TASK_KEYS = {
@@ -53,12 +50,28 @@ _TASK_KEYS = {
 }
 
 
+class ScoresOutput(Protocol):
+    """What the loader needs to know of a metric: the output type it scores."""
+
+    @property
+    def output_type(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Plugins:
+    """The registries a task's short names are checked against. The spec layer imports no
+    plugin package; the layer that loads tasks for an engine passes them in."""
+
+    metrics: Registry[ScoresOutput]
+    perturbations: Registry[Any]
+
+
 def load_defaults(config_dir: Path = CONFIG_DIR) -> dict[str, Any]:
     """The shared defaults file every task inherits."""
     return _read_yaml(config_dir / "defaults.yaml")
 
 
-def load_task(path: str | Path, config_dir: Path | None = None) -> TaskSpec:
+def load_task(path: str | Path, plugins: Plugins, config_dir: Path | None = None) -> TaskSpec:
     """Read one task file, merged over the defaults, into a validated TaskSpec."""
     path = Path(path)
     config_dir = config_dir or path.resolve().parent.parent
@@ -66,15 +79,15 @@ def load_task(path: str | Path, config_dir: Path | None = None) -> TaskSpec:
     merged = _merge(
         load_defaults(config_dir) if (config_dir / "defaults.yaml").exists() else {}, raw
     )
-    return _TaskParser(str(path), config_dir).parse(merged)
+    return _TaskParser(str(path), config_dir, plugins).parse(merged)
 
 
-def load_tasks(tasks_dir: Path = TASKS_DIR) -> dict[str, TaskSpec]:
+def load_tasks(plugins: Plugins, tasks_dir: Path = TASKS_DIR) -> dict[str, TaskSpec]:
     """Every task under ``tasks_dir`` by name; a broken file raises, duplicates raise."""
     tasks: dict[str, TaskSpec] = {}
     # .yml files count too: a task file must never be skipped because of its suffix.
     for path in sorted([*tasks_dir.glob("*.yaml"), *tasks_dir.glob("*.yml")]):
-        task = load_task(path, tasks_dir.parent)
+        task = load_task(path, plugins, tasks_dir.parent)
         if task.name in tasks:
             raise ConfigError(str(path), "name", f"duplicate task name {task.name!r}")
         if path.stem != task.name:
@@ -114,9 +127,10 @@ def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, An
 class _TaskParser:
     """Turns a merged mapping into a TaskSpec, raising ConfigError naming the field."""
 
-    def __init__(self, source: str, config_dir: Path) -> None:
+    def __init__(self, source: str, config_dir: Path, plugins: Plugins) -> None:
         self.source = source
         self.config_dir = config_dir
+        self.plugins = plugins
 
     def fail(self, field: str, problem: str) -> ConfigError:
         return ConfigError(self.source, field, problem)
@@ -210,13 +224,13 @@ class _TaskParser:
         return "label", labels
 
     def metric(self, value: Any, output_type: str) -> str:
-        if value not in metric_names():
-            known = ", ".join(metric_names())
-            raise self.fail("metric", f"unknown metric {value!r} (known: {known})")
-        qa_metric = value in ("squad_f1", "exact_match")
-        if qa_metric != (output_type == "answer"):
+        try:
+            metric = self.plugins.metrics.get(value)
+        except UnknownName as exc:
+            raise self.fail("metric", str(exc)) from None
+        if metric.output_type != output_type:
             raise self.fail("metric", f"{value!r} does not fit output type {output_type!r}")
-        return value
+        return str(value)
 
     def rounds(self, value: Any) -> tuple[RoundSpec, ...]:
         if not isinstance(value, list) or not value:
@@ -262,15 +276,11 @@ class _TaskParser:
             self.dataclass_of(PerturbationSpec, item, f"perturbations.{axis}[{i}]")
             for i, item in enumerate(value)
         )
-        known = perturbation_names()
         for i, spec in enumerate(specs):
-            if spec.name not in known:
-                close = difflib.get_close_matches(spec.name, known, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise self.fail(
-                    f"perturbations.{axis}[{i}].name",
-                    f"unknown perturbation {spec.name!r}{hint} (known: {', '.join(known)})",
-                )
+            try:
+                self.plugins.perturbations.get(spec.name)
+            except UnknownName as exc:
+                raise self.fail(f"perturbations.{axis}[{i}].name", str(exc)) from None
         return specs
 
     def weights(self, value: Any) -> dict[str, float]:

@@ -45,8 +45,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from configs.vocabulary.axes import AXES
 from dynascore.rounds import average_rounds
-from dynascore.weights import AXES, DEFAULT_WEIGHTS, Weights
+from dynascore.weights import DEFAULT_WEIGHTS, Weights
 
 __all__ = [
     "AXES",

@@ -7,13 +7,14 @@ numbers, at least one positive; they are normalised to sum to 1 when scoring.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-AXES: tuple[str, ...] = ("performance", "throughput", "memory", "robustness", "fairness")
+from configs.vocabulary.axes import AXES
+from configs.vocabulary.registry import UnknownName
+
 DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
     {"performance": 4, "throughput": 1, "memory": 1, "robustness": 1, "fairness": 1}
 )
@@ -22,9 +23,7 @@ DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
 def _axis(name: str) -> str:
     if name in AXES:
         return name
-    close = difflib.get_close_matches(name, AXES, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ValueError(f"unknown Dynascore axis {name!r}.{hint} Axes are: {', '.join(AXES)}.")
+    raise UnknownName("Dynascore axis", name, AXES)
 
 
 def _weight(axis: str, value: object) -> float:

@@ -17,21 +17,22 @@ from pathlib import Path
 
 import numpy as np
 
-from configs.loader import CONFIG_DIR
+from configs.paths import CONFIG_DIR
 from configs.schema import DatasetSpec, PerturbationSpec, RoundSpec, TaskSpec
-from evaluator import scoring
-from evaluator.datasets import load_examples
-from evaluator.errors import EvaluationError, FailureCode
-from evaluator.perturbed_sets import dataset_hash, materialise
+from configs.vocabulary.examples import Example, Prediction
+from configs.vocabulary.failures import FailureCode
+from configs.vocabulary.results import EvaluationResult, Failure, Score, ScoreKey, pooled_variant
+from evaluator.errors import EvaluationError
+from evaluator.inputs.datasets import load_examples
+from evaluator.inputs.perturbed_sets import dataset_hash, materialise
+from evaluator.inputs.redaction import HeldOutText
 from evaluator.prediction_log import PredictionLog
 from evaluator.profiling import MemorySampler, profile_throughput
-from evaluator.protocol import ModelClient
 from evaluator.provenance import code_version
-from evaluator.redaction import HeldOutText
-from evaluator.results import EvaluationResult, Failure, Score, ScoreKey, pooled_variant
-from evaluator.rollup import summarise
-from evaluator.runtime import Runtime
-from evaluator.types import Example, Prediction
+from evaluator.runtimes.runtime import Runtime
+from evaluator.scoring import variants
+from evaluator.scoring.rollup import summarise
+from evaluator.transport.client import ModelClient
 from perturbations.perturbation import get_perturbation
 from store.blobs import BlobStore
 
@@ -78,8 +79,8 @@ class Evaluation:
         self.deadline = 0.0
         self.profile: dict = {}
         self.started_at = 0.0
-        variants = 1 + len(task.robustness) + len(task.fairness)
-        self.total_steps = sum(len(r.datasets) for r in task.rounds) * variants + 1
+        variant_count = 1 + len(task.robustness) + len(task.fairness)
+        self.total_steps = sum(len(r.datasets) for r in task.rounds) * variant_count + 1
 
     # -- the flow ---------------------------------------------------------------------------
     def run(self) -> EvaluationResult:
@@ -133,25 +134,25 @@ class Evaluation:
         base = ScoreKey(self.task.name, round_spec.name, dataset.name, digest)
         self.step(f"round {round_spec.name} / {dataset.name}: original")
         predictions = self.predict_all(examples, base, "original")
-        performance, replicates = scoring.performance_with_replicates(
+        performance, replicates = variants.performance_with_replicates(
             self.task, base, examples, predictions
         )
         self.state.replicates[(round_spec.name, dataset.name)] = replicates
         scores = [performance]
-        scores += scoring.secondary_scores(self.task, base, examples, predictions)
-        slice_scores, reports = scoring.slice_scores(self.task, base, examples, predictions)
+        scores += variants.secondary_scores(self.task, base, examples, predictions)
+        slice_scores, reports = variants.slice_scores(self.task, base, examples, predictions)
         scores += slice_scores
         self.state.slices.extend(reports)
         by_uid = {p.uid: p for p in predictions}
         for axis, specs in (("robustness", self.task.robustness), ("fairness", self.task.fairness)):
             runs = [self.run_variant(axis, spec, examples, digest, base) for spec in specs]
             for run in runs:
-                scores += scoring.variant_scores(self.task, base, by_uid, run)
-            value, n = scoring.pooled_agreement(self.task, by_uid, runs)
+                scores += variants.variant_scores(self.task, base, by_uid, run)
+            value, n = variants.pooled_agreement(self.task, by_uid, runs)
             key = ScoreKey(
                 self.task.name, round_spec.name, dataset.name, digest, pooled_variant(axis)
             )
-            scores.append(Score(_with_metric(key, scoring.AGREEMENT), value, n))
+            scores.append(Score(_with_metric(key, variants.AGREEMENT), value, n))
         return scores
 
     def run_variant(
@@ -161,7 +162,7 @@ class Evaluation:
         examples: Sequence[Example],
         digest: str,
         base: ScoreKey,
-    ) -> scoring.VariantRun:
+    ) -> variants.VariantRun:
         self.step(f"round {base.round} / {base.dataset}: {spec.name}")
         perturbation = get_perturbation(spec.name)
         # Noise (typos, paraphrases) hits the task's perturb_fields; a term swap must change
@@ -181,7 +182,7 @@ class Evaluation:
                 "from_cache": perturbed.from_cache,
             }
         )
-        return scoring.VariantRun(
+        return variants.VariantRun(
             axis,
             spec.name,
             perturbed.version,

@@ -6,8 +6,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from evaluator.results import ScoreKey
-from evaluator.types import Example, Prediction
+from configs.vocabulary.examples import Example, Prediction
+from configs.vocabulary.results import ScoreKey
 
 
 class PredictionLog:

@@ -12,8 +12,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from evaluator.runtime import Runtime
-from evaluator.types import Example, Prediction
+from configs.vocabulary.examples import Example, Prediction
+from evaluator.runtimes.runtime import Runtime
 from metrics.resources import summarize_memory, summarize_throughput
 
 

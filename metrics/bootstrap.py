@@ -1,4 +1,5 @@
-"""Seeded 95% percentile-bootstrap intervals for task metrics.
+"""Seeded 95% percentile-bootstrap machinery for task metrics (which metric uses which
+resampler is the metric's own business: ``metrics.metric``).
 
 Resamples are drawn as an index matrix (replicates x examples) from
 ``numpy.random.default_rng(seed)`` and scored with array operations; the matrix is built
@@ -17,7 +18,6 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from metrics._checks import check_pair
-from metrics.qa import exact_match, per_example, token_f1
 
 _BLOCK_ELEMENTS = 4_000_000  # index-matrix entries generated at once
 
@@ -48,7 +48,7 @@ def _check_confidence(confidence: float) -> None:
         raise ValueError("confidence must lie strictly between 0 and 1.")
 
 
-def _check_options(n: int, n_resamples: int, confidence: float) -> None:
+def check_options(n: int, n_resamples: int, confidence: float) -> None:
     _check_sample(n, n_resamples)
     _check_confidence(confidence)
 
@@ -79,7 +79,7 @@ def bootstrap_mean_interval(
 ) -> Interval:
     """Percentile-bootstrap interval of the mean of per-example ``values`` (same scale)."""
     values = np.asarray(values, dtype=float)
-    _check_options(values.size, n_resamples, confidence)
+    check_options(values.size, n_resamples, confidence)
     if not np.all(np.isfinite(values)):
         raise ValueError("per-example values must be finite numbers.")
     return _interval(_mean_replicates(values, n_resamples, seed), confidence)
@@ -117,33 +117,19 @@ def macro_f1_replicates(
     return np.divide(100.0 * f1.sum(axis=1), n_present, out=np.zeros(rows), where=n_present > 0)
 
 
-def bootstrap_replicates(
-    metric_name: str,
-    gold: Sequence,
-    pred: Sequence[str],
-    labels: Sequence[str],
-    *,
-    n_resamples: int = 1000,
-    seed: int = 0,
-) -> np.ndarray:
-    """The metric (0..100) on each of ``n_resamples`` seeded resamples of the examples.
+def mean_replicates(values: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+    """The mean of per-example ``values`` (0..100) on each of ``n_resamples`` seeded resamples."""
+    values = np.asarray(values, dtype=float)
+    _check_sample(values.size, n_resamples)
+    return _mean_replicates(values, n_resamples, seed)
 
-    Replicates of several sets combine into an interval of an aggregate (e.g. the weighted
-    mean over rounds) by combining them replicate by replicate.
-    """
+
+def macro_f1_bootstrap(
+    gold: Sequence[str], pred: Sequence[str], labels: Sequence[str], n_resamples: int, seed: int
+) -> np.ndarray:
+    """Macro-F1 (0..100) on each of ``n_resamples`` seeded resamples of the examples."""
     n = check_pair(gold, pred)
     _check_sample(n, n_resamples)
-    per_example_fns = {
-        "accuracy": lambda: np.asarray(gold, dtype=object) == np.asarray(pred, dtype=object),
-        "exact_match": lambda: per_example(exact_match, gold, pred),
-        "squad_f1": lambda: per_example(token_f1, gold, pred),
-    }
-    if metric_name in per_example_fns:
-        values = 100.0 * per_example_fns[metric_name]().astype(float)
-        return _mean_replicates(values, n_resamples, seed)
-    if metric_name != "macro_f1":
-        known = ", ".join([*per_example_fns, "macro_f1"])
-        raise KeyError(f"no bootstrap for metric {metric_name!r}; supported: {known}.")
     gold_codes, pred_codes, n_labels, n_codes = _encode(gold, pred, labels)
     return np.concatenate(
         [
@@ -157,21 +143,3 @@ def interval_of(replicates: np.ndarray, confidence: float = 0.95) -> Interval:
     """Percentile interval of precomputed bootstrap replicates."""
     _check_confidence(confidence)
     return _interval(np.asarray(replicates, dtype=float), confidence)
-
-
-def bootstrap_interval(
-    metric_name: str,
-    gold: Sequence,
-    pred: Sequence[str],
-    labels: Sequence[str],
-    *,
-    n_resamples: int = 1000,
-    seed: int = 0,
-    confidence: float = 0.95,
-) -> Interval:
-    """Percentile-bootstrap interval (0..100 scale) of a registered task metric."""
-    _check_options(len(gold), n_resamples, confidence)
-    replicates = bootstrap_replicates(
-        metric_name, gold, pred, labels, n_resamples=n_resamples, seed=seed
-    )
-    return _interval(replicates, confidence)

@@ -1,4 +1,6 @@
-"""One registry of task metrics: a short name maps to a :class:`Metric`.
+"""One registry of task metrics: a short name maps to a :class:`Metric`, which carries all
+the code knows about it: the output type it scores, its direction, its score and how its
+bootstrap replicates are drawn.
 
 Every metric scores ``(gold, pred, labels)`` on Dynaboard's 0-100 scale; QA metrics ignore
 ``labels``. Task configs name metrics by these short names.
@@ -6,14 +8,27 @@ Every metric scores ``(gold, pred, labels)`` on Dynaboard's 0-100 scale; QA metr
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
+
+from configs.vocabulary.registry import Registry
+from metrics._checks import check_pair
+from metrics.bootstrap import (
+    Interval,
+    check_options,
+    interval_of,
+    macro_f1_bootstrap,
+    mean_replicates,
+)
 from metrics.classification import accuracy, macro_f1
-from metrics.qa import qa_exact_match, qa_f1
+from metrics.qa import exact_match, per_example, qa_exact_match, qa_f1, token_f1
 
-ScoreFn = Callable[[Sequence[str], Sequence[str], Sequence[str]], float]
+ScoreFn = Callable[[Sequence[Any], Sequence[str], Sequence[str]], float]
+# (gold, pred, labels, n_resamples, seed) -> one 0..100 value per resample
+ReplicatesFn = Callable[[Sequence[Any], Sequence[str], Sequence[str], int, int], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -21,56 +36,89 @@ class Metric:
     """A named task metric; ``score(gold, pred, labels)`` returns 0..100."""
 
     name: str
+    output_type: str  # the task output it scores: "label" or "answer"
     higher_is_better: bool
     score: ScoreFn
+    replicates_fn: ReplicatesFn
+
+    def replicates(
+        self,
+        gold: Sequence[Any],
+        pred: Sequence[str],
+        labels: Sequence[str],
+        *,
+        n_resamples: int = 1000,
+        seed: int = 0,
+    ) -> np.ndarray:
+        """The metric on each of ``n_resamples`` seeded resamples; replicates of several sets
+        combine into an interval of an aggregate replicate by replicate."""
+        return self.replicates_fn(gold, pred, labels, n_resamples, seed)
+
+    def interval(
+        self,
+        gold: Sequence[Any],
+        pred: Sequence[str],
+        labels: Sequence[str],
+        *,
+        n_resamples: int = 1000,
+        seed: int = 0,
+        confidence: float = 0.95,
+    ) -> Interval:
+        """Percentile-bootstrap interval (0..100 scale)."""
+        check_options(len(gold), n_resamples, confidence)
+        replicates = self.replicates(gold, pred, labels, n_resamples=n_resamples, seed=seed)
+        return interval_of(replicates, confidence)
 
     def to_dict(self) -> dict[str, object]:
-        """JSON-ready description (the score function is omitted)."""
+        """JSON-ready description (the functions are omitted)."""
         return {"name": self.name, "higher_is_better": self.higher_is_better}
 
 
-class MetricRegistry:
-    """Short name -> :class:`Metric`; duplicates rejected, unknown names explained."""
+def _mean_of(per_example_fn: Callable[[Sequence[Any], Sequence[str]], np.ndarray]) -> ReplicatesFn:
+    """Replicates of a metric that is the mean of per-example 0..1 values."""
 
-    def __init__(self) -> None:
-        self._metrics: dict[str, Metric] = {}
+    def replicates(
+        gold: Sequence[Any], pred: Sequence[str], labels: Sequence[str], n: int, seed: int
+    ) -> np.ndarray:
+        return mean_replicates(100.0 * per_example_fn(gold, pred).astype(float), n, seed)
 
-    def register(self, metric: Metric) -> Metric:
-        """Add ``metric``; raise ``ValueError`` if its name is taken."""
-        if metric.name in self._metrics:
-            raise ValueError(f"a metric named {metric.name!r} is already registered.")
-        self._metrics[metric.name] = metric
-        return metric
-
-    def get(self, name: str) -> Metric:
-        """The metric called ``name``; ``KeyError`` with a did-you-mean hint otherwise."""
-        try:
-            return self._metrics[name]
-        except KeyError:
-            close = difflib.get_close_matches(name, self._metrics, n=3)
-            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-            known = ", ".join(sorted(self._metrics))
-            raise KeyError(f"unknown metric {name!r}.{hint} Known metrics: {known}.") from None
-
-    def names(self) -> list[str]:
-        """Registered names, sorted."""
-        return sorted(self._metrics)
+    return replicates
 
 
-REGISTRY = MetricRegistry()
-REGISTRY.register(Metric("accuracy", True, lambda gold, pred, labels: accuracy(gold, pred)))
-REGISTRY.register(Metric("macro_f1", True, macro_f1))
-REGISTRY.register(Metric("squad_f1", True, lambda gold, pred, labels: qa_f1(gold, pred)))
-REGISTRY.register(
-    Metric("exact_match", True, lambda gold, pred, labels: qa_exact_match(gold, pred))
-)
+def _hits(gold: Sequence[str], pred: Sequence[str]) -> np.ndarray:
+    check_pair(gold, pred)
+    return np.asarray(gold, dtype=object) == np.asarray(pred, dtype=object)
+
+
+REGISTRY: Registry[Metric] = Registry("metric")
+for _metric in (
+    Metric(
+        "accuracy", "label", True, lambda gold, pred, labels: accuracy(gold, pred), _mean_of(_hits)
+    ),
+    Metric("macro_f1", "label", True, macro_f1, macro_f1_bootstrap),
+    Metric(
+        "squad_f1",
+        "answer",
+        True,
+        lambda gold, pred, labels: qa_f1(gold, pred),
+        _mean_of(lambda gold, pred: per_example(token_f1, gold, pred)),
+    ),
+    Metric(
+        "exact_match",
+        "answer",
+        True,
+        lambda gold, pred, labels: qa_exact_match(gold, pred),
+        _mean_of(lambda gold, pred: per_example(exact_match, gold, pred)),
+    ),
+):
+    REGISTRY.add(_metric.name, _metric)
 
 
 def get_metric(name: str) -> Metric:
-    """The registered metric called ``name`` (``KeyError`` with a suggestion if unknown)."""
+    """The registered metric called ``name`` (:class:`UnknownName` with a suggestion)."""
     return REGISTRY.get(name)
 
 
-def metric_names() -> list[str]:
-    """Names of all registered metrics."""
+def metric_names() -> tuple[str, ...]:
+    """Names of all registered metrics, sorted."""
     return REGISTRY.names()

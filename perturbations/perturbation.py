@@ -8,13 +8,13 @@ the set's seed), so every model sees identical perturbed inputs.
 from __future__ import annotations
 
 import abc
-import difflib
 import hashlib
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from evaluator.types import Example
+from configs.vocabulary.examples import Example
+from configs.vocabulary.registry import Registry
 
 # Modules that register the built-in perturbations when imported.
 _BUILTIN_MODULES = ("perturbations.typo", "perturbations.paraphrase", "perturbations.fairness")
@@ -41,56 +41,30 @@ class Perturbation(abc.ABC):
         return f"{type(self).__name__}(name={self.name!r}, version={self.version!r})"
 
 
-class UnknownPerturbation(KeyError):
-    """No perturbation registered under that name."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-_REGISTRY: dict[str, Callable[[], Perturbation]] = {}
-_builtins_loaded = False
-
-
-def register(name: str) -> Callable[[Callable[[], Perturbation]], Callable[[], Perturbation]]:
-    """Decorator registering a zero-argument factory (often the class) under ``name``."""
-
-    def decorate(factory: Callable[[], Perturbation]) -> Callable[[], Perturbation]:
-        if name in _REGISTRY:
-            raise ValueError(f"perturbation {name!r} is already registered")
-        _REGISTRY[name] = factory
-        return factory
-
-    return decorate
-
-
 def _load_builtins() -> None:
-    global _builtins_loaded
-    if not _builtins_loaded:
-        _builtins_loaded = True
-        for module in _BUILTIN_MODULES:
-            importlib.import_module(module)
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(module)
 
 
-def perturbation_names() -> list[str]:
+PerturbationFactory = Callable[[], Perturbation]
+# Short name -> zero-argument factory (often the class); built-ins load on first lookup.
+REGISTRY: Registry[PerturbationFactory] = Registry("perturbation", load=_load_builtins)
+
+
+def register(name: str) -> Callable[[PerturbationFactory], PerturbationFactory]:
+    """Decorator registering a zero-argument factory under ``name``."""
+    return REGISTRY.register(name)
+
+
+def perturbation_names() -> tuple[str, ...]:
     """All registered short names, sorted."""
-    _load_builtins()
-    return sorted(_REGISTRY)
+    return REGISTRY.names()
 
 
 def get_perturbation(name: str) -> Perturbation:
-    """A new instance of the perturbation registered as ``name``; unknown names raise with a
-    did-you-mean suggestion."""
-    _load_builtins()
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise UnknownPerturbation(
-            f"unknown perturbation {name!r}{hint} (known: {', '.join(sorted(_REGISTRY))})"
-        ) from None
-    perturbation = factory()
+    """A new instance of the perturbation registered as ``name`` (:class:`UnknownName` with a
+    did-you-mean suggestion otherwise)."""
+    perturbation = REGISTRY.get(name)()
     if perturbation.name != name:
         raise ValueError(f"factory for {name!r} built a perturbation named {perturbation.name!r}")
     return perturbation

@@ -6,6 +6,8 @@ scripts/setup.sh --docker
 PYTHON="${PYTHON:-python3}"
 "$PYTHON" -m ruff check .
 "$PYTHON" -m ruff format --check .
+# Imports go one way (contracts in pyproject.toml).
+lint-imports --no-cache
 # Set up above guarantees an engine: a Docker test that would skip fails instead.
 export DYNAEVAL_REQUIRE_DOCKER=1
 exec "$PYTHON" -m pytest -q "$@"

@@ -12,10 +12,10 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from evaluator.results import EvaluationResult, Failure
+from configs.vocabulary.jobs import JobStatus, check_transition, retry_delay, should_retry
+from configs.vocabulary.results import EvaluationResult, Failure
 from store.db import Database
 from store.models import AttemptRow, JobRow, ModelRow, ResultRow, ScoreRow, TaskRow
-from worker.job import JobStatus, check_transition, retry_delay, should_retry
 
 
 def utcnow() -> datetime:

@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from evaluator.results import ScoreKey
+from configs.vocabulary.results import ScoreKey
 
 SCORE_KEY_COLUMNS = tuple(field.name for field in dataclasses.fields(ScoreKey))
 

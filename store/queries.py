@@ -6,7 +6,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from evaluator.results import SCORE_NUMBERS
+from configs.vocabulary.jobs import JobStatus
+from configs.vocabulary.results import SCORE_NUMBERS
 from store.db import Database
 from store.models import (
     SCORE_KEY_COLUMNS,
@@ -17,7 +18,6 @@ from store.models import (
     ScoreRow,
     TaskRow,
 )
-from worker.job import JobStatus
 
 
 class Queries:

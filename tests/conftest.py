@@ -23,10 +23,11 @@ from typing import Any
 import psutil
 import pytest
 
-from configs.loader import CONFIG_DIR, load_tasks
+from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
-from evaluator.process_runtime import free_port
-from evaluator.runtime import Endpoint
+from evaluator.runtimes.process import free_port
+from evaluator.runtimes.runtime import Endpoint
+from evaluator.tasks import load_tasks
 from store.blobs import LocalBlobStore
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -12,16 +12,16 @@ from pathlib import Path
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from configs.loader import CONFIG_DIR
+from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
+from configs.vocabulary.jobs import JobStatus
+from configs.vocabulary.results import EvaluationResult, Failure
 from evaluator.errors import EvaluationError
-from evaluator.factory import make_runtime
 from evaluator.pipeline import run_evaluation
-from evaluator.results import EvaluationResult, Failure
-from evaluator.runtime import Runtime
+from evaluator.runtimes.factory import make_runtime
+from evaluator.runtimes.runtime import Runtime
 from store.blobs import BlobStore
 from store.jobs import ClaimedJob, JobStore
-from worker.job import JobStatus
 from worker.lock import WorkerLock
 
 log = logging.getLogger(__name__)
@@ -182,7 +182,7 @@ class Worker:
     def clean_leftovers(self) -> None:
         """Remove containers and networks a previous run of this worker left behind, and pin
         the sandbox's guard image before any job can load an upload."""
-        from evaluator.docker_runtime import cleanup_leftovers, pin_guard_image
+        from evaluator.runtimes.docker.runtime import cleanup_leftovers, pin_guard_image
 
         try:
             cleanup_leftovers(self.worker_id)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from api.service import Service
-from evaluator.results import EvaluationResult, Failure, Score, ScoreKey
+from configs.vocabulary.results import EvaluationResult, Failure, Score, ScoreKey
 from store.models import ModelRow
 from tests.acceptance.conftest import REPO, Run, dynaeval_command, free_port
 from tests.conftest import wait_until

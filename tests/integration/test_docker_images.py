@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import images
-from evaluator.errors import EvaluationError, FailureCode
-from evaluator.images import (
+from configs.schema import Limits
+from configs.vocabulary.failures import FailureCode
+from evaluator.errors import EvaluationError
+from evaluator.runtimes.docker import images
+from evaluator.runtimes.docker.images import (
     ImageRef,
     build_directory,
     image_ref,
@@ -29,7 +31,6 @@ from evaluator.images import (
     pull,
     resolve_source,
 )
-from evaluator.runtime import Limits
 from tests.integration.conftest import remove_images
 
 pytestmark = pytest.mark.docker

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from evaluator.docker_runtime import DockerRuntime, cleanup_leftovers
-from evaluator.runtime import Limits
+from configs.schema import Limits
+from evaluator.runtimes.docker.runtime import DockerRuntime, cleanup_leftovers
 from tests.integration.conftest import TEST_LABEL
 
 pytestmark = pytest.mark.docker

@@ -13,9 +13,10 @@ import pytest
 from docker.errors import ImageNotFound
 
 from api.service import Service
-from evaluator.errors import EvaluationError, FailureCode
-from evaluator.factory import make_runtime
-from evaluator.runtime import Limits
+from configs.schema import Limits
+from configs.vocabulary.failures import FailureCode
+from evaluator.errors import EvaluationError
+from evaluator.runtimes.factory import make_runtime
 from store.blobs import LocalBlobStore
 from tests.integration.conftest import BASE_IMAGE, remove_images
 from tests.integration.test_docker_sandbox import wait_http

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from api.service import Service
-from evaluator.docker_runtime import DockerRuntime
-from evaluator.runtime import Limits
+from configs.schema import Limits
+from evaluator.runtimes.docker.runtime import DockerRuntime
 from worker.worker import Worker
 
 pytestmark = pytest.mark.docker

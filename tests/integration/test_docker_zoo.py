@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from configs.loader import load_task
-from evaluator.docker_runtime import DockerRuntime
+from configs.schema import Limits
+from configs.vocabulary.results import EvaluationResult
 from evaluator.pipeline import run_evaluation
-from evaluator.results import EvaluationResult
-from evaluator.runtime import Limits
+from evaluator.runtimes.docker.runtime import DockerRuntime
+from evaluator.tasks import load_task
 from store.blobs import LocalBlobStore
 from tests.integration.test_docker_sandbox import gateway
 

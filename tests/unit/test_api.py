@@ -16,7 +16,7 @@ from flask.testing import FlaskClient
 
 from api.app import create_app
 from api.service import Service
-from evaluator.results import EvaluationResult, Score, ScoreKey
+from configs.vocabulary.results import EvaluationResult, Score, ScoreKey
 from store.models import JobRow, ModelRow
 
 DOCKER = {"kind": "docker", "image": "registry.local/model:1", "protocol": "v1"}
@@ -445,7 +445,7 @@ def test_running_submission_shows_progress(client: FlaskClient, service: Service
 def test_failed_submission_shows_code_message_and_log(
     client: FlaskClient, service: Service
 ) -> None:
-    from evaluator.results import Failure
+    from configs.vocabulary.results import Failure
 
     model_id, job_id = service.store.submit("sentiment", "m", DOCKER)
     service.store.claim("w", 60)

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from configs.loader import CONFIG_DIR, load_task, load_tasks
+from configs.paths import CONFIG_DIR
 from configs.schema import ConfigError
-from evaluator.datasets import load_examples
+from evaluator.inputs.datasets import load_examples
+from evaluator.tasks import load_task, load_tasks
 from tests.conftest import FIXTURES, make_config_dir
 
 ROUNDS = {"nli": 4, "qa": 2, "sentiment": 3, "hate_speech": 4}

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from configs.loader import CONFIG_DIR, load_task
-from evaluator.datasets import load_examples
+from configs.paths import CONFIG_DIR
+from evaluator.inputs.datasets import load_examples
+from evaluator.tasks import load_task
 from perturbations.perturbation import changed as changed_example
 from perturbations.perturbation import get_perturbation, perturb_example
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import docker_runtime
-from evaluator.docker_runtime import DockerRuntime
+from evaluator.runtimes.docker import runtime as docker_runtime
+from evaluator.runtimes.docker.runtime import DockerRuntime
 
 CID = "0123abcd"
 

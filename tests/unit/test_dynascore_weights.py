@@ -23,7 +23,7 @@ def test_parse_keeps_defaults_for_axes_not_mentioned():
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("perfomance:4", "unknown Dynascore axis 'perfomance'. Did you mean 'performance'"),
+        ("perfomance:4", "unknown Dynascore axis 'perfomance'; did you mean 'performance'"),
         ("memory:-1", "must be a finite number >= 0"),
         ("memory:lots", "must be a number, not 'lots'"),
         ("memory:inf", "must be a finite number >= 0"),

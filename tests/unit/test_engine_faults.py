@@ -6,8 +6,8 @@ import pytest
 import requests
 from docker.errors import APIError, DockerException, ImageNotFound
 
-from evaluator.engine_faults import classify, is_platform_fault
-from evaluator.errors import FailureCode
+from configs.vocabulary.failures import FailureCode
+from evaluator.runtimes.docker.engine_faults import classify, is_platform_fault
 
 
 def api_error(status: int, explanation: str) -> APIError:

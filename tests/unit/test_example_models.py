@@ -230,18 +230,86 @@ def test_cpu_model_burns_about_one_millisecond_per_example() -> None:
     assert 0.019 <= time.process_time() - before < 0.2
 
 
-def test_dynalab2_app_ships_the_same_lexicon_and_scorer() -> None:
+@pytest.mark.parametrize("layout", ["source-tree", "image"])
+def test_dynalab2_app_scores_exactly_like_sentiment_lexicon(layout: str, tmp_path: Path) -> None:
+    """Same model, two dialects: served by uvicorn, the FastAPI app answers every statement
+    with sentiment_lexicon's label and probabilities. Run from the source tree, app/ holds no
+    copy of the scorer (main.py loads ../sentiment_lexicon/); laid out like the image (the
+    Dockerfile copies sentiment.py and lexicon.txt into /code/app/), it needs nothing else."""
+    import shutil
+
     app_dir = MODELS / "dynalab2_sentiment" / "app"
-    for name in ("lexicon.txt", "sentiment.py"):
-        assert (app_dir / name).read_bytes() == (MODELS / "sentiment_lexicon" / name).read_bytes()
+    assert not (app_dir / "sentiment.py").exists() and not (app_dir / "lexicon.txt").exists()
+    code = MODELS / "dynalab2_sentiment"
+    if layout == "image":
+        code = tmp_path / "code"
+        shutil.copytree(app_dir, code / "app", ignore=shutil.ignore_patterns("__pycache__"))
+        for name in ("sentiment.py", "lexicon.txt"):
+            shutil.copy(MODELS / "sentiment_lexicon" / name, code / "app" / name)
+    samples: list[dict] = [{"statement": inst["statement"]} for inst in SENTIMENT]
+    samples += [
+        {"statement": "The plot was good but the acting was awful"},
+        {"statement": "Although it started slowly, it was wonderful."},
+        {"statement": "Not bad at all!"},
+        {"statement": "It wasn't terrible, just slightly boring."},
+        {"statement": "Very very good!!!"},
+        {"statement": ""},
+        {"text": "no statement field"},
+    ]
+    port = _free_port()
+    serve = [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1"]
+    proc = subprocess.Popen(
+        [*serve, "--port", str(port), "--log-level", "warning"],
+        cwd=code,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    headers = {"Content-Type": "application/json"}
+
+    def post(path: str, payload: object) -> object:
+        conn.request("POST", path, json.dumps(payload), headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        assert resp.status == 200, data
+        return json.loads(data)
+
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            assert proc.poll() is None, proc.communicate()[0].decode()
+            try:
+                post("/model/single_evaluation", {})
+                break
+            except OSError:
+                conn.close()
+                assert time.monotonic() < deadline, "uvicorn did not answer in time"
+                time.sleep(0.05)
+        batch = post("/model/batch_evaluation", {"dataset_samples": samples})
+        singles = [post("/model/single_evaluation", sample) for sample in samples]
+    finally:
+        conn.close()
+        proc.kill()
+        proc.communicate(timeout=5)
+    sentiment = _load("example_sentiment", MODELS / "sentiment_lexicon" / "sentiment.py")
+    scorer = sentiment.SentimentScorer()
+    expected = []
+    for sample in samples:
+        label, probs = scorer.predict(sample.get("statement", ""))
+        expected.append({"label": label, "prob": probs})
+    assert {e["label"] for e in expected} == {"positive", "negative", "neutral"}
+    assert batch == expected
+    assert singles == expected
 
 
 def test_dynalab2_app_scores_like_the_v1_lexicon_model(tmp_path: Path) -> None:
     """The FastAPI app, served by uvicorn and evaluated in the Dynalab 2.0 dialect, gives
     the same sentiment results as the protocol-v1 model sharing its lexicon and scorer."""
-    from configs.loader import CONFIG_DIR, load_task
+    from configs.paths import CONFIG_DIR
     from evaluator.pipeline import run_evaluation
-    from evaluator.process_runtime import ProcessRuntime
+    from evaluator.runtimes.process import ProcessRuntime
+    from evaluator.tasks import load_task
     from store.blobs import LocalBlobStore
 
     task = load_task(CONFIG_DIR / "tasks" / "sentiment.yaml")

@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
-from evaluator import docker_runtime, images
-from evaluator.errors import EvaluationError, FailureCode
-from evaluator.factory import check_registry_reference, make_runtime, validate_spec
-from evaluator.images import Acquired, ImageRef
-from evaluator.runtime import Limits
+from configs.schema import Limits
+from configs.vocabulary.failures import FailureCode
+from evaluator.errors import EvaluationError
+from evaluator.runtimes.docker import images
+from evaluator.runtimes.docker import runtime as docker_runtime
+from evaluator.runtimes.docker.images import Acquired, ImageRef
+from evaluator.runtimes.factory import check_registry_reference, make_runtime, validate_spec
 from store.blobs import LocalBlobStore
 
 DIGEST = "sha256:" + "ab" * 32

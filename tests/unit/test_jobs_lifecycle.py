@@ -7,8 +7,8 @@ from itertools import product
 
 import pytest
 
-from evaluator.errors import FailureCode
-from worker.job import (
+from configs.vocabulary.failures import FailureCode
+from configs.vocabulary.jobs import (
     TRANSITIONS,
     IllegalTransition,
     JobStatus,

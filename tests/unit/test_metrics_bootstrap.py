@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import f1_score
 
-from metrics.bootstrap import Interval, bootstrap_interval, bootstrap_mean_interval
+from metrics.bootstrap import Interval, bootstrap_mean_interval
+from metrics.metric import get_metric
 
 
 def _labels(n: int, seed: int) -> tuple[list[str], list[str]]:
@@ -17,9 +18,9 @@ def _labels(n: int, seed: int) -> tuple[list[str], list[str]]:
 
 def test_same_seed_same_interval_other_seed_other_interval():
     gold, pred = _labels(300, 1)
-    first = bootstrap_interval("macro_f1", gold, pred, ["pos", "neg", "neu"], seed=7)
-    again = bootstrap_interval("macro_f1", gold, pred, ["pos", "neg", "neu"], seed=7)
-    other = bootstrap_interval("macro_f1", gold, pred, ["pos", "neg", "neu"], seed=8)
+    first = get_metric("macro_f1").interval(gold, pred, ["pos", "neg", "neu"], seed=7)
+    again = get_metric("macro_f1").interval(gold, pred, ["pos", "neg", "neu"], seed=7)
+    other = get_metric("macro_f1").interval(gold, pred, ["pos", "neg", "neu"], seed=8)
     assert first == again
     assert first != other
     assert first.low < first.high
@@ -37,7 +38,7 @@ def test_accuracy_interval_equals_a_loop_over_the_same_resamples():
     idx = np.random.default_rng(3).integers(0, 50, size=(400, 50))
     stats = [correct[row].mean() for row in idx]
     expected = np.percentile(stats, [2.5, 97.5])
-    got = bootstrap_interval("accuracy", gold, pred, [], n_resamples=400, seed=3)
+    got = get_metric("accuracy").interval(gold, pred, [], n_resamples=400, seed=3)
     assert (got.low, got.high) == pytest.approx(tuple(expected))
 
 
@@ -52,15 +53,15 @@ def test_macro_f1_interval_equals_a_slow_loop_reference():
         present = [label for label in labels if label in g or label in p]
         stats.append(100 * f1_score(g, p, labels=present, average="macro", zero_division=0))
     expected = np.percentile(stats, [2.5, 97.5])
-    got = bootstrap_interval("macro_f1", gold, pred, labels, n_resamples=300, seed=5)
+    got = get_metric("macro_f1").interval(gold, pred, labels, n_resamples=300, seed=5)
     assert (got.low, got.high) == pytest.approx(tuple(expected))
 
 
 def test_qa_intervals_bracket_the_point_estimate():
     golds = ["paris", "london", "new york city", "rome"] * 10
     preds = ["paris", "berlin", "new york", "rome"] * 10
-    em = bootstrap_interval("exact_match", golds, preds, [], n_resamples=500)
-    f1 = bootstrap_interval("squad_f1", golds, preds, [], n_resamples=500)
+    em = get_metric("exact_match").interval(golds, preds, [], n_resamples=500)
+    f1 = get_metric("squad_f1").interval(golds, preds, [], n_resamples=500)
     assert em.low <= 50.0 <= em.high
     assert f1.low <= 70.0 <= f1.high
 
@@ -90,8 +91,8 @@ def test_bad_options_are_refused(kwargs):
 
 
 def test_unknown_metric_and_empty_input():
-    with pytest.raises(KeyError, match="supported"):
-        bootstrap_interval("bleu", ["a"], ["a"], ["a"])
+    with pytest.raises(KeyError, match="unknown metric 'bleu'"):
+        get_metric("bleu").interval(["a"], ["a"], ["a"])
     with pytest.raises(ValueError):
-        bootstrap_interval("accuracy", [], [], [])
+        get_metric("accuracy").interval([], [], [])
     assert isinstance(bootstrap_mean_interval(np.array([1.0])), Interval)

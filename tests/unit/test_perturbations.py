@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.types import Example
+from configs.vocabulary.examples import Example
+from configs.vocabulary.registry import UnknownName
 from perturbations.perturbation import (
     Perturbation,
-    UnknownPerturbation,
     changed,
     example_seed,
     get_perturbation,
@@ -118,8 +118,8 @@ def test_example_seed_is_stable_and_depends_on_uid_and_seed():
 
 
 def test_registry_names_and_did_you_mean():
-    assert perturbation_names() == ["fairness", "fairness-ethnicity", "paraphrase", "typo"]
-    with pytest.raises(UnknownPerturbation, match="did you mean 'paraphrase'"):
+    assert perturbation_names() == ("fairness", "fairness-ethnicity", "paraphrase", "typo")
+    with pytest.raises(UnknownName, match="did you mean 'paraphrase'"):
         get_perturbation("paraphrse")
 
 

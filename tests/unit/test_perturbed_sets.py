@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.perturbed_sets import (
+from configs.vocabulary.examples import Example
+from evaluator.inputs.perturbed_sets import (
     PerturbedSet,
     dataset_hash,
     from_jsonl,
     materialise,
     to_jsonl,
 )
-from evaluator.types import Example
 from perturbations.perturbation import Perturbation, get_perturbation
 from store.blobs import LocalBlobStore
 

@@ -23,17 +23,17 @@ from typing import Any
 
 import pytest
 
-from configs.loader import load_tasks
 from configs.schema import TaskSpec
-from evaluator.datasets import load_examples
-from evaluator.errors import FailureCode
-from evaluator.perturbed_sets import dataset_hash
+from configs.vocabulary.examples import Example
+from configs.vocabulary.failures import FailureCode
+from configs.vocabulary.results import EvaluationResult
+from evaluator.inputs.datasets import load_examples
+from evaluator.inputs.perturbed_sets import dataset_hash
+from evaluator.inputs.redaction import WITHHELD, HeldOutText
 from evaluator.pipeline import run_evaluation
-from evaluator.process_runtime import ProcessRuntime
-from evaluator.protocol import ModelClient
-from evaluator.redaction import WITHHELD, HeldOutText
-from evaluator.results import EvaluationResult
-from evaluator.types import Example
+from evaluator.runtimes.process import ProcessRuntime
+from evaluator.tasks import load_tasks
+from evaluator.transport.client import ModelClient
 from store.blobs import LocalBlobStore
 from tests.conftest import V1_SERVER, make_config_dir, server_command, with_limits
 

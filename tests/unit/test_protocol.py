@@ -18,15 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from configs.loader import CONFIG_DIR, load_tasks
+from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
-from evaluator.datasets import load_examples
-from evaluator.errors import EvaluationError, FailureCode
+from configs.vocabulary.examples import Example
+from configs.vocabulary.failures import FailureCode
+from evaluator.errors import EvaluationError
+from evaluator.inputs.datasets import load_examples
 from evaluator.pipeline import run_evaluation
-from evaluator.process_runtime import ProcessRuntime, free_port
-from evaluator.protocol import ModelClient, validate_predictions
-from evaluator.runtime import Endpoint
-from evaluator.types import Example
+from evaluator.runtimes.process import ProcessRuntime, free_port
+from evaluator.runtimes.runtime import Endpoint
+from evaluator.tasks import load_tasks
+from evaluator.transport.client import ModelClient, validate_predictions
 from store.blobs import LocalBlobStore
 from tests.conftest import (
     DYNALAB2_SERVER,
@@ -268,7 +270,7 @@ def test_any_error_reading_a_reply_is_blamed_on_the_reply(
     def explode(*args: object, **kwargs: object) -> None:
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr("evaluator.protocol.validate_predictions", explode)
+    monkeypatch.setattr("evaluator.transport.client.validate_predictions", explode)
     client = connect(run_server(V1_SERVER, "rule").endpoint(), toy_task)
     error = expect_failure(FailureCode.BAD_JSON, lambda: client.predict(examples[:4]))
     assert "RecursionError" in error.message

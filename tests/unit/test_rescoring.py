@@ -8,7 +8,7 @@ from pathlib import Path
 
 from api.leaderboard import leaderboard, viewer_weights
 from api.service import Service
-from evaluator.results import EvaluationResult
+from configs.vocabulary.results import EvaluationResult
 from tests.conftest import make_config_dir
 
 SPEC = {"kind": "url", "url": "http://127.0.0.1:9", "protocol": "v1"}

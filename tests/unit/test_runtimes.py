@@ -11,12 +11,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from configs.schema import TaskSpec
-from evaluator.factory import make_runtime, validate_spec
-from evaluator.process_runtime import ProcessRuntime
-from evaluator.protocol import ModelClient
-from evaluator.runtime import Endpoint, Limits
-from evaluator.url_runtime import UrlRuntime
+from configs.schema import Limits, TaskSpec
+from evaluator.runtimes.factory import make_runtime, validate_spec
+from evaluator.runtimes.process import ProcessRuntime
+from evaluator.runtimes.runtime import Endpoint
+from evaluator.runtimes.url import UrlRuntime
+from evaluator.transport.client import ModelClient
 from store.blobs import LocalBlobStore
 from tests.conftest import V1_SERVER, Server, gone, server_command, wait_until
 

@@ -7,12 +7,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from configs.loader import load_tasks
 from configs.schema import TaskSpec
-from evaluator import scoring
-from evaluator.results import ORIGINAL, Score, ScoreKey, pooled_variant
-from evaluator.rollup import summarise
-from evaluator.types import Example, Prediction
+from configs.vocabulary.examples import Example, Prediction
+from configs.vocabulary.results import ORIGINAL, Score, ScoreKey, pooled_variant
+from evaluator.scoring import variants as scoring
+from evaluator.scoring.rollup import summarise
+from evaluator.tasks import load_tasks
 
 AGREEMENT = scoring.AGREEMENT
 

@@ -12,12 +12,12 @@ import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
-from evaluator.results import EvaluationResult, Failure, Score, ScoreKey
+from configs.vocabulary.jobs import JobStatus
+from configs.vocabulary.results import EvaluationResult, Failure, Score, ScoreKey
 from store.db import Database
 from store.jobs import JobStore, utcnow
 from store.models import AttemptRow, JobRow, ModelRow, ResultRow, ScoreRow
 from store.queries import Queries
-from worker.job import JobStatus
 
 RUNTIME = {"kind": "docker", "image": "example/model:1", "protocol": "v1"}
 

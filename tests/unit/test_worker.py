@@ -16,16 +16,18 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from configs.loader import CONFIG_DIR, load_tasks
+from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
-from evaluator.errors import EvaluationError, FailureCode
-from evaluator.runtime import Endpoint, Runtime
+from configs.vocabulary.failures import FailureCode
+from configs.vocabulary.jobs import JobStatus
+from evaluator.errors import EvaluationError
+from evaluator.runtimes.runtime import Endpoint, Runtime
+from evaluator.tasks import load_tasks
 from store.blobs import BlobStore, LocalBlobStore
 from store.db import Database
 from store.jobs import JobStore, utcnow
 from store.models import AttemptRow, JobRow, ScoreRow
 from store.queries import Queries
-from worker.job import JobStatus
 from worker.worker import Worker
 
 FAKE = {"kind": "process", "command": ["fake"], "protocol": "v1"}

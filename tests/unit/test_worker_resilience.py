@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from evaluator.results import EvaluationResult, Failure
+from configs.vocabulary.results import EvaluationResult, Failure
 from store.blobs import LocalBlobStore
 from store.db import Database
 from store.jobs import JobStore

@@ -33,7 +33,8 @@ import uuid
 import docker
 from docker.errors import APIError, DockerException, NotFound
 
-from evaluator.errors import EvaluationError, FailureCode
+from configs.vocabulary.failures import FailureCode
+from evaluator.errors import EvaluationError
 
 MANAGED = "dynaeval.managed"
 OWNER = "dynaeval.owner"

@@ -1,7 +1,7 @@
 """The runtime interface: how the evaluator starts, talks to and stops one model.
 
 Implementations (``process``, ``url``, ``docker``) are thin adapters. Reply validation
-(count, order, uids, label set) does not live here but once, in ``evaluator.protocol``.
+(count, order, uids, label set) does not live here but once, in ``evaluator.transport.client``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ``docker`` runtime: one untrusted model container in a sandbox.
 
 Per run: an internal network, a guard container owning a locked network namespace (see
-``evaluator.docker_sandbox``) and the model container joined to it with memory (swap off),
+``evaluator.runtimes.docker.sandbox``) and the model container joined to it with memory (swap off),
 CPU and pids limits, a read-only root with a size-capped ``/tmp`` tmpfs, uid/gid 10001
 whatever the image says (images built to run as root run as 10001 too), no capabilities,
 no-new-privileges, and a size-capped json-file log. The evaluator reaches the model at the
@@ -25,11 +25,13 @@ import docker
 from docker.errors import APIError, DockerException, NotFound
 from docker.types import Ulimit
 
-from evaluator import docker_sandbox as sandbox
-from evaluator.engine_faults import classify
-from evaluator.errors import EvaluationError, FailureCode
-from evaluator.images import ImageRef, check_size, image_ref, release
-from evaluator.runtime import Endpoint, Limits, ResourceSample, Runtime, RuntimeInfo
+from configs.schema import Limits
+from configs.vocabulary.failures import FailureCode
+from evaluator.errors import EvaluationError
+from evaluator.runtimes.docker import sandbox
+from evaluator.runtimes.docker.engine_faults import classify
+from evaluator.runtimes.docker.images import ImageRef, check_size, image_ref, release
+from evaluator.runtimes.runtime import Endpoint, ResourceSample, Runtime, RuntimeInfo
 
 PORTS = {"v1": 8080, "dynalab2": 80}
 CGROUP_ROOT = Path("/sys/fs/cgroup")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from evaluator.runtime import Endpoint, Runtime, RuntimeInfo
+from evaluator.runtimes.runtime import Endpoint, Runtime, RuntimeInfo
 
 
 class UrlRuntime(Runtime):

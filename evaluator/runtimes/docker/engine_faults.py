@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from docker.errors import APIError, DockerException
 
-from evaluator.errors import EvaluationError, FailureCode
+from configs.vocabulary.failures import FailureCode
+from evaluator.errors import EvaluationError
 
 # What a registry or engine says when the submission names something that is not there.
 _MISSING = ("manifest unknown", "not found", "no such image", "repository does not exist")

@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from configs.schema import TaskSpec
-from evaluator.results import Score, ScoreKey
-from evaluator.types import Example, Prediction
+from configs.vocabulary.examples import Example, Prediction
+from configs.vocabulary.results import Score, ScoreKey
 from metrics.agreement import agreement
-from metrics.bootstrap import bootstrap_replicates, interval_of
+from metrics.bootstrap import interval_of
 from metrics.metric import get_metric
 from metrics.slices import slice_report
 
@@ -59,9 +59,9 @@ def performance_with_replicates(
     """The performance Score and its bootstrap replicates (for intervals of aggregates)."""
     gold = [e.target for e in examples]
     pred = outputs(predictions)
-    value = get_metric(task.metric).score(gold, pred, task.labels)
-    replicates = bootstrap_replicates(
-        task.metric,
+    metric = get_metric(task.metric)
+    value = metric.score(gold, pred, task.labels)
+    replicates = metric.replicates(
         gold,
         pred,
         task.labels,

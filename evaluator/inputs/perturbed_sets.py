@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluator.types import Example
+from configs.vocabulary.examples import Example
 from perturbations.perturbation import Perturbation, changed, perturb_example
 from store.blobs import BlobStore, check_key
 

@@ -26,9 +26,10 @@ import docker
 from docker.errors import APIError, BuildError, DockerException, ImageNotFound
 from docker.utils import parse_repository_tag
 
-from evaluator.engine_faults import classify
-from evaluator.errors import EvaluationError, FailureCode
-from evaluator.runtime import Limits
+from configs.schema import Limits
+from configs.vocabulary.failures import FailureCode
+from evaluator.errors import EvaluationError
+from evaluator.runtimes.docker.engine_faults import classify
 
 _TARBALL_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2")
 MAX_TAR_MEMBERS = 100_000

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from configs.schema import RoundSpec, TaskSpec
-from evaluator.results import ORIGINAL, POOLED, Score, pooled_variant
-from evaluator.scoring import AGREEMENT
+from configs.vocabulary.results import ORIGINAL, POOLED, Score, pooled_variant
+from evaluator.scoring.variants import AGREEMENT
 from metrics.bootstrap import interval_of
 
 

@@ -21,10 +21,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from configs.loader import REPO_ROOT
-from evaluator.process_runtime import ProcessRuntime
-from evaluator.runtime import Limits, Runtime
-from evaluator.url_runtime import UrlRuntime
+from configs.paths import REPO_ROOT
+from configs.schema import Limits
+from evaluator.runtimes.process import ProcessRuntime
+from evaluator.runtimes.runtime import Runtime
+from evaluator.runtimes.url import UrlRuntime
 from store.blobs import BlobStore, check_key
 
 RUNTIME_KINDS = ("docker", "process", "url")
@@ -121,9 +122,10 @@ def _docker_runtime(
     spec: Mapping[str, Any], limits: Limits, blobs: BlobStore, owner: str
 ) -> Runtime:
     # Imported here so the process and url runtimes work where no Docker engine is installed.
-    from evaluator import images
-    from evaluator.docker_runtime import DockerRuntime
-    from evaluator.errors import EvaluationError, FailureCode
+    from configs.vocabulary.failures import FailureCode
+    from evaluator.errors import EvaluationError
+    from evaluator.runtimes.docker import images
+    from evaluator.runtimes.docker.runtime import DockerRuntime
 
     source = spec.get("source", "local")
     if source == "registry":

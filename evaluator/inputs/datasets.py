@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from configs.schema import DatasetSpec, TaskSpec
-from evaluator.types import Example
+from configs.vocabulary.examples import Example
 
 
 class DatasetError(ValueError):

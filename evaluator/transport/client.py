@@ -17,12 +17,13 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from configs.schema import TaskSpec
-from evaluator.errors import EvaluationError, FailureCode
-from evaluator.runtime import Endpoint, Limits
-from evaluator.types import Example, Prediction
-from evaluator.watchdog import Watchdog
-from evaluator.wire_ids import WireIds
+from configs.schema import Limits, TaskSpec
+from configs.vocabulary.examples import Example, Prediction
+from configs.vocabulary.failures import FailureCode
+from evaluator.errors import EvaluationError
+from evaluator.runtimes.runtime import Endpoint
+from evaluator.transport.deadlines import Watchdog
+from evaluator.transport.wire_ids import WireIds
 
 _POLL_S = 0.05
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from enum import StrEnum
 
-from evaluator.errors import FailureCode
+from configs.vocabulary.failures import FailureCode
 
 
 class JobStatus(StrEnum):

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import psutil
 
-from evaluator.runtime import Endpoint, Limits, ResourceSample, Runtime, RuntimeInfo
+from configs.schema import Limits
+from evaluator.runtimes.runtime import Endpoint, ResourceSample, Runtime, RuntimeInfo
 
 _TREE_REFRESH_S = 1.0
 

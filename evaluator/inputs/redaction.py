@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from evaluator.types import Example
+from configs.vocabulary.examples import Example
 
 WINDOW = 24
 WITHHELD = "[line withheld: it contains held-out data]"

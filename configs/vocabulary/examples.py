@@ -21,7 +21,7 @@ class Example:
     answer_start: int | None = None
 
     def request_instance(self, wire_id: str) -> dict[str, Any]:
-        """The JSON object sent to a model: an opaque per-request id (``evaluator.wire_ids``)
+        """The JSON object sent to a model: an opaque per-request id (``evaluator.transport.wire_ids``)
         plus the input fields, never the dataset uid, the target or slices."""
         return {"uid": wire_id, **self.inputs}
 

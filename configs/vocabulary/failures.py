@@ -1,0 +1,34 @@
+"""Failure codes: every way an evaluation can end badly has a code, a blame and a sentence."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class FailureCode(StrEnum):
+    """Machine-readable reasons an evaluation failed (see MODEL_PROTOCOL.md)."""
+
+    IMAGE_TOO_LARGE = "image_too_large"
+    IMAGE_NOT_LOADABLE = "image_not_loadable"
+    START_FAILED = "start_failed"
+    NEVER_HEALTHY = "never_healthy"
+    BAD_STATUS = "bad_status"
+    BAD_JSON = "bad_json"
+    WRONG_COUNT = "wrong_count"
+    WRONG_ORDER = "wrong_order"
+    LABEL_OUTSIDE_SET = "label_outside_set"
+    BAD_PREDICTION = "bad_prediction"
+    REPLY_TOO_LARGE = "reply_too_large"
+    REQUEST_TIMEOUT = "request_timeout"
+    TOTAL_TIMEOUT = "total_timeout"
+    CRASHED = "crashed"
+    OOM_KILLED = "oom_killed"
+    PIDS_EXHAUSTED = "pids_exhausted"
+    DISK_FULL = "disk_full"
+    WORKER_LOST = "worker_lost"
+    PLATFORM_ERROR = "platform_error"
+
+    @property
+    def user_caused(self) -> bool:
+        """Whether the submission (not the platform) is to blame; platform faults are retried."""
+        return self not in (FailureCode.WORKER_LOST, FailureCode.PLATFORM_ERROR)
