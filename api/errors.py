@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from flask import Flask, jsonify
+from flask.typing import ResponseReturnValue
 from werkzeug.exceptions import HTTPException
 
 log = logging.getLogger(__name__)
@@ -29,11 +30,11 @@ def install(app: Flask) -> None:
     """Register handlers so no request ends in an HTML page or a bare 500."""
 
     @app.errorhandler(ApiError)
-    def _api_error(exc: ApiError):  # type: ignore[no-untyped-def]
+    def _api_error(exc: ApiError) -> ResponseReturnValue:
         return jsonify(error_body(exc.code, exc.message)), exc.status
 
     @app.errorhandler(HTTPException)
-    def _http_error(exc: HTTPException):  # type: ignore[no-untyped-def]
+    def _http_error(exc: HTTPException) -> ResponseReturnValue:
         details = None
         data = getattr(exc, "data", None)
         if isinstance(data, dict) and "messages" in data:  # flask-smorest validation errors
@@ -45,7 +46,7 @@ def install(app: Flask) -> None:
         return jsonify(error_body(code, message, details)), exc.code or 500
 
     @app.errorhandler(Exception)
-    def _unexpected(exc: Exception):  # type: ignore[no-untyped-def]
+    def _unexpected(exc: Exception) -> ResponseReturnValue:
         log.exception("unhandled error")
         return jsonify(error_body("internal_error", "an unexpected error occurred")), 500
 

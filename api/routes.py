@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from flask import current_app, request, url_for
 from flask.views import MethodView
 from flask_smorest import Blueprint
+from marshmallow import Schema, ValidationError
 
 from api.errors import ApiError
 from api.leaderboard import leaderboard, viewer_weights
@@ -30,10 +30,14 @@ from api.schemas import (
     TaskSubmissionListQuerySchema,
 )
 from api.service import Service
+from api.submissions import (
+    SubmissionRefused,
+    Submitted,
+    UploadTooLarge,
+    submit_runtime,
+    submit_upload,
+)
 from configs.schema import TaskSpec
-from evaluator.errors import EvaluationError
-from evaluator.runtimes.docker.images import inspect_tarball
-from evaluator.runtimes.factory import check_registry_reference, validate_spec
 
 MAX_JSON_BYTES = 64 * 1024
 
@@ -138,114 +142,81 @@ class Submissions(MethodView):
     def post(self, task_name: str) -> dict[str, Any]:
         """Submit a model for evaluation; returns the queued submission."""
         task = task_or_404(task_name)
-        if request.mimetype == "multipart/form-data":
-            name, spec = self._upload(task)
-        else:
-            name, spec = self._json_spec()
         try:
-            model_id, job_id = service().store.submit(
-                task.name, name, spec, image_id=spec.get("image_id")
-            )
-        except Exception:
-            if spec.get("blob"):  # nothing half-stored: the upload goes with the failed row
-                service().blobs.delete(spec["blob"])
-            raise
+            if request.mimetype == "multipart/form-data":
+                submitted = _upload_submission(task)
+            else:
+                submitted = _json_submission(task)
+        except SubmissionRefused as exc:
+            raise _refusal(exc) from None
         return {
-            "id": model_id,
-            "job_id": job_id,
+            "id": submitted.model_id,
+            "job_id": submitted.job_id,
             "task": task.name,
-            "name": name,
+            "name": submitted.name,
             "status": "queued",
-            "url": url_for("v1.get_submission", model_id=model_id),
-        }
-
-    def _json_spec(self) -> tuple[str, dict[str, Any]]:
-        # Only uploads may be large: a JSON submission is a few hundred bytes, and Flask
-        # reads a JSON body into memory whole.
-        request.max_content_length = MAX_JSON_BYTES
-        if (request.content_length or 0) > MAX_JSON_BYTES:
-            raise ApiError(
-                413, "body_too_large", f"a JSON body is limited to {MAX_JSON_BYTES} bytes"
-            )
-        try:
-            payload = request.get_json(silent=True)
-        except RecursionError:  # nesting deep enough to exhaust the decoder is not JSON we take
-            payload = None
-        if not isinstance(payload, dict):
-            raise ApiError(400, "bad_json", "the body must be a JSON object")
-        errors = SubmitJsonSchema().validate(payload)
-        if errors:
-            field, problem = next(iter(errors.items()))
-            raise ApiError(422, "invalid_submission", f"{field}: {problem}")
-        data = SubmitJsonSchema().load(payload)
-        runtime = data["runtime"]
-        if runtime["kind"] != "docker" and not service().allow_local_runtimes:
-            raise ApiError(
-                403,
-                "runtime_not_allowed",
-                f"this server accepts only docker submissions, not {runtime['kind']!r}",
-            )
-        try:
-            if runtime["kind"] == "docker":
-                runtime = _registry_spec(runtime)
-            return data["name"], validate_spec(runtime)
-        except ValueError as exc:
-            raise ApiError(422, "invalid_submission", str(exc)) from None
-
-    def _upload(self, task: TaskSpec) -> tuple[str, dict[str, Any]]:
-        errors = SubmitFormSchema().validate(request.form)
-        if errors:
-            field, problem = next(iter(errors.items()))
-            raise ApiError(422, "invalid_submission", f"{field}: {problem}")
-        form = SubmitFormSchema().load(request.form)
-        upload = request.files.get("image")
-        if upload is None:
-            raise ApiError(422, "invalid_submission", "multipart uploads need an 'image' file")
-        key = f"uploads/{uuid.uuid4()}.tar"
-        size = service().blobs.put_file(key, _Capped(upload.stream, task.limits.max_image_bytes))
-        if size == 0:
-            service().blobs.delete(key)
-            raise ApiError(422, "invalid_submission", "the uploaded image file is empty")
-        try:  # refuse a corrupt or multi-image tarball now, not minutes later in a worker
-            image_id, _ = inspect_tarball(service().blobs.local_path(key), task.limits)
-        except EvaluationError as exc:
-            service().blobs.delete(key)
-            raise ApiError(422, exc.code.value, exc.message) from None
-        return form["name"], {
-            "kind": "docker",
-            "source": "upload",
-            "blob": key,
-            "protocol": form["protocol"],
-            "image_id": image_id,
-            "image": upload.filename or "upload",
+            "url": url_for("v1.get_submission", model_id=submitted.model_id),
         }
 
 
-def _registry_spec(runtime: dict[str, Any]) -> dict[str, Any]:
-    """A JSON docker runtime names a registry image (pulled, never the server's own engine)."""
-    if not runtime.get("image"):
-        raise ValueError("a docker runtime needs 'image' (a registry reference)")
-    reference = check_registry_reference(runtime["image"])
-    return {
-        "kind": "docker",
-        "source": "registry",
-        "image": reference,
-        "protocol": runtime["protocol"],
-    }
+def _json_submission(task: TaskSpec) -> Submitted:
+    """A JSON submission: a registry reference, or a local runtime where the server allows."""
+    data = _load(SubmitJsonSchema(), _json_body())
+    runtime = data["runtime"]
+    if runtime["kind"] != "docker" and not service().allow_local_runtimes:
+        raise ApiError(
+            403,
+            "runtime_not_allowed",
+            f"this server accepts only docker submissions, not {runtime['kind']!r}",
+        )
+    return submit_runtime(service(), task, data["name"], runtime)
 
 
-class _Capped:
-    """Reads a stream but refuses more than ``limit`` bytes (nothing half-stored)."""
+def _upload_submission(task: TaskSpec) -> Submitted:
+    """A multipart submission: ``name``, ``protocol`` and the ``image`` tarball."""
+    form = _load(SubmitFormSchema(), request.form)
+    upload = request.files.get("image")
+    if upload is None:
+        raise ApiError(422, "invalid_submission", "multipart uploads need an 'image' file")
+    return submit_upload(
+        service(),
+        task,
+        form["name"],
+        upload.stream,
+        filename=upload.filename,
+        protocol=form["protocol"],
+    )
 
-    def __init__(self, stream: Any, limit: int) -> None:
-        self.stream, self.limit, self.read_so_far = stream, limit, 0
 
-    def read(self, size: int = -1) -> bytes:
-        chunk = self.stream.read(size)
-        self.read_so_far += len(chunk)
-        if self.read_so_far > self.limit:
-            raise ApiError(413, "image_too_large", f"the image exceeds {self.limit} bytes")
-        return chunk
+def _json_body() -> dict[str, Any]:
+    """The request's JSON object, read only when it is small."""
+    # Only uploads may be large: a JSON submission is a few hundred bytes, and Flask
+    # reads a JSON body into memory whole.
+    request.max_content_length = MAX_JSON_BYTES
+    if (request.content_length or 0) > MAX_JSON_BYTES:
+        raise ApiError(413, "body_too_large", f"a JSON body is limited to {MAX_JSON_BYTES} bytes")
+    try:
+        payload = request.get_json(silent=True)
+    except RecursionError:  # nesting deep enough to exhaust the decoder is not JSON we take
+        payload = None
+    if not isinstance(payload, dict):
+        raise ApiError(400, "bad_json", "the body must be a JSON object")
+    return payload
+
+
+def _load(schema: Schema, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The request data as ``schema`` loads it; its first problem is a 422."""
+    try:
+        loaded: dict[str, Any] = schema.load(data)
+    except ValidationError as exc:
+        field, problem = next(iter(exc.normalized_messages().items()))
+        raise ApiError(422, "invalid_submission", f"{field}: {problem}") from None
+    return loaded
+
+
+def _refusal(exc: SubmissionRefused) -> ApiError:
+    """An upload over the image limit is a body too large (413); other refusals are 422."""
+    return ApiError(413 if isinstance(exc, UploadTooLarge) else 422, exc.code, exc.message)
 
 
 @blp.route("/submissions/<model_id>")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from marshmallow import INCLUDE, Schema, fields, validate
 
+from evaluator.transport.dialects import DEFAULT_DIALECT, DIALECTS
+
 NAME = validate.Regexp(
     r"^[A-Za-z0-9][A-Za-z0-9 ._\-]{0,127}$", error="1-128 letters, digits, ' ._-'"
 )
-PROTOCOL = validate.OneOf(["v1", "dynalab2"])
+PROTOCOL = validate.OneOf(DIALECTS.names())
 
 
 # -- requests --------------------------------------------------------------------------------
@@ -16,7 +18,7 @@ class RuntimeSchema(Schema):
     image = fields.String(
         metadata={"description": "docker: a registry reference (name:tag or name@digest)"}
     )
-    protocol = fields.String(load_default="v1", validate=PROTOCOL)
+    protocol = fields.String(load_default=DEFAULT_DIALECT, validate=PROTOCOL)
     url = fields.String(metadata={"description": "url: http://host:port of a running model"})
     command = fields.List(fields.String(), metadata={"description": "process: argv"})
     cwd = fields.String()
@@ -29,7 +31,7 @@ class SubmitJsonSchema(Schema):
 
 class SubmitFormSchema(Schema):
     name = fields.String(required=True, validate=NAME)
-    protocol = fields.String(load_default="v1", validate=PROTOCOL)
+    protocol = fields.String(load_default=DEFAULT_DIALECT, validate=PROTOCOL)
 
 
 class SubmitUploadSchema(SubmitFormSchema):

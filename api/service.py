@@ -18,8 +18,10 @@ import yaml
 
 from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
+from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from evaluator.inputs.datasets import load_examples
 from evaluator.inputs.perturbed_sets import dataset_hash
+from evaluator.runtimes.specs import DockerSpec, ProcessSpec
 from evaluator.tasks import load_tasks
 from store.blobs import BlobStore, LocalBlobStore
 from store.db import Database, default_data_dir, default_database_url
@@ -43,6 +45,7 @@ class Service:
     _hashes: dict[str, dict[str, str]] = field(default_factory=dict)
     instance: str = "default"  # names this service's embedded workers (see start_workers)
     threads: list[threading.Thread] = field(default_factory=list)
+    clock: Clock = SYSTEM_CLOCK  # the one clock of the store and the embedded workers
 
     @classmethod
     def open(
@@ -52,6 +55,7 @@ class Service:
         *,
         config_dir: Path = CONFIG_DIR,
         allow_local_runtimes: bool = False,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> Service:
         """Migrate the database, load and register every task."""
         data_dir = data_dir or default_data_dir()
@@ -66,6 +70,7 @@ class Service:
             # A restarted service gets the same worker ids (and so cleans up after its
             # predecessor); two services on other data folders never share one.
             instance=hashlib.blake2b(str(data_dir.resolve()).encode(), digest_size=4).hexdigest(),
+            clock=clock,
         )
         for task in service.tasks.values():
             service.store.register_task(task.name, task.version, task.public_dict())
@@ -73,7 +78,7 @@ class Service:
 
     @property
     def store(self) -> JobStore:
-        return JobStore(self.db)
+        return JobStore(self.db, self.clock)
 
     @property
     def queries(self) -> Queries:
@@ -88,6 +93,7 @@ class Service:
                 self.tasks,
                 config_dir=self.config_dir,
                 worker_id=default_worker_id(f"embedded-{self.instance}-{index}"),
+                clock=self.clock,
                 **options,
             )
             thread = threading.Thread(target=worker.work, name=f"worker-{index}", daemon=True)
@@ -159,7 +165,7 @@ def example_image(entry: dict[str, Any]) -> str:
 def example_runtime(entry: dict[str, Any], kind: str) -> dict[str, Any]:
     """The runtime spec of an example model for the ``process`` or ``docker`` runtime."""
     if kind == "docker":
-        return {"kind": "docker", "image": example_image(entry), "protocol": "v1"}
+        return DockerSpec(image=example_image(entry)).to_dict()
     script = f"examples/models/{entry['dir']}/model.py"
-    command = [sys.executable, script, *map(str, entry.get("args", []))]
-    return {"kind": "process", "command": command, "cwd": ".", "protocol": "v1"}
+    command = (sys.executable, script, *map(str, entry.get("args", [])))
+    return ProcessSpec(command=command, cwd=".").to_dict()

@@ -25,7 +25,8 @@ sys.path.insert(0, str(REPO))
 from configs.schema import Limits  # noqa: E402
 from evaluator.runtimes.docker.runtime import DockerRuntime  # noqa: E402
 from evaluator.runtimes.process import ProcessRuntime  # noqa: E402
-from evaluator.runtimes.runtime import Endpoint, Runtime  # noqa: E402
+from evaluator.runtimes.runtime import Runtime  # noqa: E402
+from evaluator.transport.endpoint import Endpoint  # noqa: E402
 
 IMAGE = "dynaeval-example/null:latest"
 LIMITS = Limits(memory_gib=0.5, cpus=1.0)

@@ -7,6 +7,7 @@ import math
 import shlex
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from client import render
 from client.common import CliError, all_tasks, find_task, open_service
 from client.submit import cmd_submit  # noqa: F401 - dispatched by name from client.cli
 from configs.schema import TaskSpec
+from evaluator.runtimes.specs import DockerSpec, ProcessSpec, RuntimeSpec, UrlSpec
 
 if TYPE_CHECKING:
     pass
@@ -57,14 +59,14 @@ def _looks_like_path(model: str) -> bool:
     )
 
 
-def runtime_spec(model: str, kind: str, protocol: str) -> dict[str, Any]:
+def runtime_spec(model: str, kind: str, protocol: str) -> RuntimeSpec:
     if kind == "url":
-        return {"kind": "url", "url": model, "protocol": protocol}
+        return UrlSpec(url=model, protocol=protocol)
     if kind == "process":
         single_script = model.endswith(".py") and not any(c.isspace() for c in model)
-        command = [sys.executable, model] if single_script else shlex.split(model)
-        return {"kind": "process", "command": command, "protocol": protocol}
-    return {"kind": "docker", "image": model, "protocol": protocol}
+        command = (sys.executable, model) if single_script else tuple(shlex.split(model))
+        return ProcessSpec(command=command, protocol=protocol)
+    return DockerSpec(image=model, protocol=protocol)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -121,7 +123,7 @@ def _report_failure(args: argparse.Namespace, task: TaskSpec, code: str, message
     return 1
 
 
-def _progress_printer():  # type: ignore[no-untyped-def]
+def _progress_printer() -> Callable[[float, str], None]:
     def show(fraction: float, stage: str) -> None:
         print(f"[{fraction * 100:5.1f}%] {stage}", file=sys.stderr, flush=True)
 
@@ -130,7 +132,7 @@ def _progress_printer():  # type: ignore[no-untyped-def]
 
 # -- dynascore -------------------------------------------------------------------------------
 def cmd_dynascore(args: argparse.Namespace) -> int:
-    from dynascore.dynascore import AXES, DEFAULT_INSTANCE_MEMORY_GIB, compute
+    from dynascore import AXES, DEFAULT_INSTANCE_MEMORY_GIB, compute
     from dynascore.weights import Weights
 
     try:
@@ -264,11 +266,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         service = open_service()
         try:
-            found = service.queries.submission(args.model_id)
+            stored = service.queries.submission(args.model_id)
         finally:
             service.close()
-        if found is None:
+        if stored is None:
             raise CliError(f"no submission {args.model_id!r}")
+        found = stored
     if args.json:
         render.emit_json(found)
     else:

@@ -9,6 +9,8 @@ from typing import Any
 
 import requests
 
+from evaluator.transport.dialects import DEFAULT_DIALECT
+
 FINAL_STATUSES = ("done", "failed")
 
 
@@ -82,7 +84,7 @@ class DynaevalClient:
         )
 
     def submit_image(
-        self, task: str, name: str, tarball: str | Path, protocol: str = "v1"
+        self, task: str, name: str, tarball: str | Path, protocol: str = DEFAULT_DIALECT
     ) -> dict[str, Any]:
         with open(tarball, "rb") as handle:
             return self._call(

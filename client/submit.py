@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,11 +13,12 @@ from client.sdk import WaitTimeout
 from configs.schema import TaskSpec
 
 if TYPE_CHECKING:
-    from store.blobs import BlobStore
+    from api.service import Service
 
 
 LOCAL_POLL_S = 1.0
 REMOTE_POLL_S = 2.0
+IMAGE_REFUSALS = ("image_not_loadable", "image_too_large")
 
 
 class Refused(Exception):
@@ -66,13 +66,7 @@ def _submit_local(args: argparse.Namespace, task: TaskSpec) -> dict[str, Any]:
 
     service = open_service()
     try:
-        spec, image_id = _local_spec(args, task, service.blobs)
-        try:
-            model_id, _ = service.store.submit(task.name, args.name, spec, image_id=image_id)
-        except Exception:
-            if spec.get("blob"):  # nothing half-stored
-                service.blobs.delete(spec["blob"])
-            raise
+        model_id = _queue_local(args, task, service)
 
         def fetch() -> dict[str, Any]:
             return service.queries.submission(model_id) or {"id": model_id}
@@ -82,40 +76,28 @@ def _submit_local(args: argparse.Namespace, task: TaskSpec) -> dict[str, Any]:
         service.close()
 
 
-def _local_spec(
-    args: argparse.Namespace, task: TaskSpec, blobs: BlobStore
-) -> tuple[dict[str, Any], str | None]:
-    """The runtime spec of a local submission and its image ID when a tarball pins it."""
+def _queue_local(args: argparse.Namespace, task: TaskSpec, service: Service) -> str:
+    """Submit a tarball file or a registry reference to the local database; its model id."""
+    from api.submissions import SubmissionRefused, submit_file, submit_reference
+
     path = Path(args.model)
-    base = {"kind": "docker", "protocol": args.protocol}
-    if path.is_file():
-        image_id = _inspect(path, task)
-        key = f"uploads/{uuid.uuid4()}.tar"  # never the file name: any name is a valid file
-        with path.open("rb") as handle:
-            blobs.put_file(key, handle)
-        return {**base, "source": "upload", "blob": key, "image": path.name}, image_id
-    if path.exists():
+    if path.exists() and not path.is_file():
         raise CliError(f"{args.model} is not a file: give a `docker save` tarball")
-    from evaluator.runtimes.factory import check_registry_reference
-
     try:
-        reference = check_registry_reference(args.model)
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
-    return {**base, "source": "registry", "image": reference}, None
+        if path.is_file():
+            submitted = submit_file(service, task, args.name, path, args.protocol)
+        else:
+            submitted = submit_reference(service, task, args.name, args.model, args.protocol)
+    except SubmissionRefused as exc:
+        raise _refusal(exc.code, exc.message) from None
+    return submitted.model_id
 
 
-def _inspect(path: Path, task: TaskSpec) -> str:
-    """The image ID of a `docker save` tarball; Refused when it is corrupt, holds several
-    images or is over the task's limit."""
-    from evaluator.errors import EvaluationError
-    from evaluator.runtimes.docker.images import inspect_tarball
-
-    try:
-        image_id, _ = inspect_tarball(path, task.limits)
-    except EvaluationError as exc:
-        raise Refused(exc.code.value, exc.message) from None
-    return image_id
+def _refusal(code: str, message: str) -> Refused | CliError:
+    """A broken or oversized image is a refusal (exit 1); any other problem a usage error."""
+    if code in IMAGE_REFUSALS:
+        return Refused(code, message)
+    return CliError(message)
 
 
 def _submit_remote(args: argparse.Namespace) -> dict[str, Any]:
@@ -134,7 +116,7 @@ def _submit_remote(args: argparse.Namespace) -> dict[str, Any]:
             return client.wait(created["id"], timeout=args.timeout, poll=REMOTE_POLL_S)
         return client.submission(created["id"])
     except ApiClientError as exc:
-        if exc.code in ("image_not_loadable", "image_too_large"):
+        if exc.code in IMAGE_REFUSALS:
             raise Refused(exc.code, exc.message) from None
         raise CliError(str(exc)) from None
     except requests.RequestException as exc:

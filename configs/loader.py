@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import yaml
 
@@ -25,7 +25,7 @@ from configs.schema import (
     TaskSpec,
 )
 from configs.vocabulary.axes import AXES
-from configs.vocabulary.registry import Registry, UnknownName
+from configs.vocabulary.registry import UnknownName
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _ROUND = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -57,13 +57,22 @@ class ScoresOutput(Protocol):
     def output_type(self) -> str: ...
 
 
+_Entry = TypeVar("_Entry", covariant=True)
+
+
+class Lookup(Protocol[_Entry]):
+    """A registry as the loader uses it: ``get`` returns the entry or raises UnknownName."""
+
+    def get(self, name: str) -> _Entry: ...
+
+
 @dataclass(frozen=True)
 class Plugins:
     """The registries a task's short names are checked against. The spec layer imports no
     plugin package; the layer that loads tasks for an engine passes them in."""
 
-    metrics: Registry[ScoresOutput]
-    perturbations: Registry[Any]
+    metrics: Lookup[ScoresOutput]
+    perturbations: Lookup[object]
 
 
 def load_defaults(config_dir: Path = CONFIG_DIR) -> dict[str, Any]:

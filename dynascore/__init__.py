@@ -1,16 +1,15 @@
 """AMRS-based Dynascore over a table of per-model metrics (pure numpy / pandas)."""
 
+from configs.vocabulary.axes import AXES
 from dynascore.dynascore import (
-    AXES,
     DEFAULT_INSTANCE_MEMORY_GIB,
-    DEFAULT_WEIGHTS,
-    Weights,
     amrs,
-    average_rounds,
     compute,
     score_utilities,
     utilities,
 )
+from dynascore.rounds import average_rounds
+from dynascore.weights import DEFAULT_WEIGHTS, Weights
 
 __all__ = [
     "AXES",

@@ -46,20 +46,7 @@ import numpy as np
 import pandas as pd
 
 from configs.vocabulary.axes import AXES
-from dynascore.rounds import average_rounds
-from dynascore.weights import DEFAULT_WEIGHTS, Weights
-
-__all__ = [
-    "AXES",
-    "DEFAULT_INSTANCE_MEMORY_GIB",
-    "DEFAULT_WEIGHTS",
-    "Weights",
-    "amrs",
-    "average_rounds",
-    "compute",
-    "score_utilities",
-    "utilities",
-]
+from dynascore.weights import Weights
 
 DEFAULT_INSTANCE_MEMORY_GIB = 32.0
 RANK_DECIMALS = 9

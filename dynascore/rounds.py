@@ -21,7 +21,7 @@ def _long_form(per_round: pd.DataFrame) -> pd.DataFrame:
     raise ValueError("per-round metrics need a (model, round) index or model/round columns.")
 
 
-def _round_weights(rounds: list, round_weights: Mapping[str, float] | None) -> pd.Series:
+def _round_weights(rounds: list[str], round_weights: Mapping[str, float] | None) -> pd.Series:
     if round_weights is None:
         return pd.Series(1.0, index=rounds)
     unknown = sorted(map(str, set(round_weights) - set(rounds)))

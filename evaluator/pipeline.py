@@ -29,7 +29,7 @@ from evaluator.inputs.redaction import HeldOutText
 from evaluator.prediction_log import PredictionLog
 from evaluator.profiling import MemorySampler, profile_throughput
 from evaluator.provenance import code_version
-from evaluator.runtimes.runtime import Runtime
+from evaluator.runtimes.runtime import ExitReason, Runtime
 from evaluator.scoring import variants
 from evaluator.scoring.rollup import summarise
 from evaluator.transport.client import ModelClient
@@ -97,10 +97,7 @@ class Evaluation:
         except Exception as exc:  # a platform fault must still end the job with a reason
             log.exception("evaluation of %s failed on the platform side", self.task.name)
             failure = Failure(
-                FailureCode.PLATFORM_ERROR.value,
-                f"{type(exc).__name__}: {exc}",
-                self.failure_log(),
-                user_caused=False,
+                FailureCode.PLATFORM_ERROR, f"{type(exc).__name__}: {exc}", self.failure_log()
             )
         finally:
             self.stop_model()
@@ -291,12 +288,10 @@ class Evaluation:
         code, message = exc.code, exc.message
         reason = self.exit_reason() if exc.code in _SYMPTOMS else None
         if reason is not None:
-            code, message = reason[0], f"{reason[1]} ({exc.message})"
-        return Failure(
-            code.value, self.failure_text(message), self.failure_log(exc.log_tail), code.user_caused
-        )
+            code, message = reason.code, f"{reason.sentence} ({exc.message})"
+        return Failure(code, self.failure_text(message), self.failure_log(exc.log_tail))
 
-    def exit_reason(self) -> tuple[FailureCode, str] | None:
+    def exit_reason(self) -> ExitReason | None:
         """The runtime's reason for the model's exit, if it gives a usable one: an unknown
         or platform-side code, or an exception, leaves the symptom seen as the failure."""
         time.sleep(0.2)  # let the engine record the exit before asking why
@@ -304,11 +299,12 @@ class Evaluation:
             reason = self.runtime.exit_reason()
             if reason is None:
                 return None
-            code, sentence = FailureCode(reason[0]), str(reason[1])
+            # A third-party runtime may still hand back a code of its own.
+            reason = ExitReason(FailureCode(reason.code), reason.sentence)
         except Exception:
             log.exception("the %s runtime could not explain the failure", self.runtime.kind)
             return None
-        return (code, sentence) if code.user_caused else None
+        return reason if reason.code.user_caused else None
 
     def result(self, failure: Failure | None) -> EvaluationResult:
         result = EvaluationResult(

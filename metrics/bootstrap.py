@@ -85,7 +85,9 @@ def bootstrap_mean_interval(
     return _interval(_mean_replicates(values, n_resamples, seed), confidence)
 
 
-def _encode(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]):
+def _encode(
+    gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Integer codes: label-set members first, any other value after them."""
     vocab = {label: i for i, label in enumerate(dict.fromkeys(labels))}
     n_labels = len(vocab)
@@ -114,7 +116,10 @@ def macro_f1_replicates(
         2.0 * true_pos[:, :n_labels], support, out=np.zeros(support.shape), where=present
     )
     n_present = present.sum(axis=1)
-    return np.divide(100.0 * f1.sum(axis=1), n_present, out=np.zeros(rows), where=n_present > 0)
+    scores: np.ndarray = np.divide(
+        100.0 * f1.sum(axis=1), n_present, out=np.zeros(rows), where=n_present > 0
+    )
+    return scores
 
 
 def mean_replicates(values: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:

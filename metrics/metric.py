@@ -87,7 +87,8 @@ def _mean_of(per_example_fn: Callable[[Sequence[Any], Sequence[str]], np.ndarray
 
 def _hits(gold: Sequence[str], pred: Sequence[str]) -> np.ndarray:
     check_pair(gold, pred)
-    return np.asarray(gold, dtype=object) == np.asarray(pred, dtype=object)
+    hits: np.ndarray = np.asarray(gold, dtype=object) == np.asarray(pred, dtype=object)
+    return hits
 
 
 REGISTRY: Registry[Metric] = Registry("metric")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -52,7 +53,7 @@ class SliceReport:
 def slice_report(
     column: str,
     groups: Sequence[str],
-    gold: Sequence,
+    gold: Sequence[Any],
     pred: Sequence[str],
     metric_name: str,
     labels: Sequence[str],

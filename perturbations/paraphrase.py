@@ -22,7 +22,7 @@ from functools import lru_cache
 from typing import Any
 
 from perturbations.perturbation import Perturbation, register
-from perturbations.text import match_case, word_set
+from perturbations.text import match_case, replace_sampled, word_set
 from perturbations.wordnet import load_wordnet
 
 WORDS_PER_SYNONYM = 6
@@ -125,15 +125,9 @@ class ParaphrasePerturbation(Perturbation):
         if not eligible:
             return text
         count = min(len(eligible), max(1, len(words) // WORDS_PER_SYNONYM))
-        chosen = sorted(rng.sample(range(len(eligible)), count))
-        parts: list[str] = []
-        last = 0
-        for index in chosen:
-            match = eligible[index]
-            parts += [text[last : match.start()], rng.choice(self._synonyms(match.group()))]
-            last = match.end()
-        parts.append(text[last:])
-        return "".join(parts)
+        return replace_sampled(
+            text, eligible, count, rng, lambda word: rng.choice(self._synonyms(word))
+        )
 
     @staticmethod
     def _punctuate(text: str, rng: random.Random) -> str:

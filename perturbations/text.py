@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,27 @@ class LexiconError(ValueError):
 def word_set(text: str) -> frozenset[str]:
     """The whitespace-separated words of ``text`` (for word lists written as prose)."""
     return frozenset(text.split())
+
+
+def replace_sampled(
+    text: str,
+    eligible: Sequence[re.Match[str]],
+    count: int,
+    rng: random.Random,
+    replace: Callable[[str], str],
+) -> str:
+    """``text`` with ``count`` of the ``eligible`` word matches, drawn with ``rng``, replaced
+    left to right (``replace`` may draw from the same ``rng``: the order is part of the
+    output)."""
+    chosen = sorted(rng.sample(range(len(eligible)), count))
+    parts: list[str] = []
+    last = 0
+    for index in chosen:
+        match = eligible[index]
+        parts += [text[last : match.start()], replace(match.group())]
+        last = match.end()
+    parts.append(text[last:])
+    return "".join(parts)
 
 
 def match_case(source: str, replacement: str) -> str:

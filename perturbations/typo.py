@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 
 from perturbations.perturbation import Perturbation, register
-from perturbations.text import LexiconError, check_keys, load_lexicon, match_case
+from perturbations.text import LexiconError, check_keys, load_lexicon, match_case, replace_sampled
 
 WORDS_PER_EDIT = 8
 MISSPELLING_P = 0.75
@@ -126,13 +126,6 @@ class TypoPerturbation(Perturbation):
             return text
         rng = random.Random(seed)
         count = min(len(eligible), max(1, len(words) // WORDS_PER_EDIT))
-        chosen = sorted(rng.sample(range(len(eligible)), count))
-        parts: list[str] = []
-        last = 0
-        for index in chosen:
-            match = eligible[index]
-            parts.append(text[last : match.start()])
-            parts.append(_edit_word(match.group(), rng, self.misspellings))
-            last = match.end()
-        parts.append(text[last:])
-        return "".join(parts)
+        return replace_sampled(
+            text, eligible, count, rng, lambda word: _edit_word(word, rng, self.misspellings)
+        )

@@ -109,11 +109,12 @@ def load_wordnet(root: Path | None = None) -> Any:
         import nltk
         from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
-        class _DebianWordNetReader(WordNetCorpusReader):
+        class _DebianWordNetReader(WordNetCorpusReader):  # type: ignore[misc]  # nltk is untyped
             def open(self, file: str) -> IO[str]:
                 if file == "lexnames":
                     return io.StringIO(_lexnames_text())
-                return super().open(file)
+                opened: IO[str] = super().open(file)
+                return opened
 
             def map_wn(self, version: str = "wordnet") -> None:
                 return None  # OMW mapping: needs index.sense and a downloaded corpus

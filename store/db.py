@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -28,7 +29,7 @@ def default_database_url(data_dir: Path | None = None) -> str:
     return f"sqlite:///{data_dir / 'dynaeval.sqlite3'}"
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # WAL lets the API read while the worker writes; the busy timeout queues writers.
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")

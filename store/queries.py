@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from configs.vocabulary.jobs import JobStatus
 from configs.vocabulary.results import SCORE_NUMBERS
@@ -116,11 +118,11 @@ def _model_dict(model: ModelRow) -> dict[str, Any]:
         "name": model.name,
         "runtime": runtime,
         "image_id": model.image_id,
-        "created_at": model.created_at.isoformat() + "Z",
+        "created_at": _utc(model.created_at),
     }
 
 
-def _job_dict(job: JobRow, session) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _job_dict(job: JobRow, session: Session) -> dict[str, Any]:
     attempts = session.scalars(
         select(AttemptRow).where(AttemptRow.job_id == job.id).order_by(AttemptRow.attempt)
     ).all()
@@ -149,9 +151,14 @@ def _job_dict(job: JobRow, session) -> dict[str, Any]:  # type: ignore[no-untype
             }
             for a in attempts
         ],
-        "created_at": job.created_at.isoformat() + "Z",
-        "finished_at": job.finished_at.isoformat() + "Z" if job.finished_at else None,
+        "created_at": _utc(job.created_at),
+        "finished_at": _utc(job.finished_at) if job.finished_at else None,
     }
+
+
+def _utc(moment: datetime) -> str:
+    """A stored (naive UTC) time as ISO 8601 with its zone: ``...Z``."""
+    return moment.isoformat() + "Z"
 
 
 def _result_dict(result: ResultRow) -> dict[str, Any]:

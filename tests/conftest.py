@@ -26,8 +26,9 @@ import pytest
 from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
 from evaluator.runtimes.process import free_port
-from evaluator.runtimes.runtime import Endpoint
 from evaluator.tasks import load_tasks
+from evaluator.transport.dialects import DEFAULT_DIALECT, get_dialect
+from evaluator.transport.endpoint import Endpoint
 from store.blobs import LocalBlobStore
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -73,8 +74,8 @@ class Server:
     port: int
     log_path: Path
 
-    def endpoint(self, protocol: str = "v1") -> Endpoint:
-        return Endpoint("127.0.0.1", self.port, protocol)
+    def endpoint(self, protocol: str = DEFAULT_DIALECT) -> Endpoint:
+        return Endpoint("127.0.0.1", self.port, get_dialect(protocol))
 
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")

@@ -1,5 +1,8 @@
 """The job loop: recover stalled jobs, claim one with a lease, heartbeat while evaluating,
-store the outcome in one transaction, go on. Readable top to bottom, like rq's ``work()``."""
+store the outcome in one transaction, go on. Readable top to bottom, like rq's ``work()``.
+
+The worker owns the job's lifecycle: it decides, with its RetryPolicy and its clock, whether a
+failed attempt is retried and when; the store applies that decision under its lease check."""
 
 from __future__ import annotations
 
@@ -14,7 +17,9 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
-from configs.vocabulary.jobs import JobStatus
+from configs.vocabulary.clock import Clock
+from configs.vocabulary.failures import FailureCode
+from configs.vocabulary.jobs import DEFAULT_RETRY_POLICY, JobStatus, RetryPolicy
 from configs.vocabulary.results import EvaluationResult, Failure
 from evaluator.errors import EvaluationError
 from evaluator.pipeline import run_evaluation
@@ -22,6 +27,7 @@ from evaluator.runtimes.factory import make_runtime
 from evaluator.runtimes.runtime import Runtime
 from store.blobs import BlobStore
 from store.jobs import ClaimedJob, JobStore
+from worker.lifecycle import settle_failure
 from worker.lock import WorkerLock
 
 log = logging.getLogger(__name__)
@@ -59,8 +65,13 @@ class Worker:
         poll_s: float = 1.0,
         config_dir: Path = CONFIG_DIR,
         runtime_factory: Callable[[dict, TaskSpec, BlobStore, str], Runtime] | None = None,
+        clock: Clock | None = None,
+        retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
     ) -> None:
         self.store = store
+        # The store's clock unless told otherwise: retry times and leases must agree.
+        self.clock = clock or store.clock
+        self.retry_policy = retry_policy
         self.blobs = blobs
         self.tasks = tasks
         self.worker_id = worker_id or default_worker_id()
@@ -86,7 +97,7 @@ class Worker:
     def _loop(self, burst: bool) -> None:
         while not self._stopping.is_set():
             try:
-                self.stats.recovered += self.store.requeue_stalled()
+                self.stats.recovered += self.store.requeue_stalled(self.retry_policy)
                 job = self.store.claim(self.worker_id, self.lease_s)
             except Exception:  # a database hiccup must not end a long-running worker
                 if burst:
@@ -110,7 +121,7 @@ class Worker:
             result = self.evaluate(job, progress)
         except Exception as exc:  # every job ends in a stored outcome, never stuck running
             log.exception("evaluating job %s failed on the platform side", job.id)
-            result = platform_failure(job.task, f"{type(exc).__name__}: {exc}")
+            result = platform_failure(job.task, _describe(exc))
         finally:
             progress.finished.set()
             beat.join(timeout=5)
@@ -123,10 +134,10 @@ class Worker:
         try:
             runtime = self.runtime_factory(job.runtime, task, self.blobs, self.worker_id)
         except EvaluationError as exc:
-            return EvaluationResult(job.task, "failed", failure=_failure_of(exc))
+            return failed(job.task, Failure(exc.code, exc.message, exc.log_tail))
         except Exception as exc:
             log.exception("could not build the runtime of job %s", job.id)
-            return platform_failure(job.task, f"{type(exc).__name__}: {exc}")
+            return platform_failure(job.task, _describe(exc))
         return run_evaluation(
             task, runtime, self.blobs, config_dir=self.config_dir, progress=progress.update
         )
@@ -156,15 +167,19 @@ class Worker:
                 if _is_unreachable(exc):
                     raise
                 log.exception("the store refused the result of job %s", job.id)
-                raise _ResultRefused(
-                    f"could not store the result: {type(exc).__name__}: {exc}"
-                ) from exc
-        status = self.store.fail(job.id, self.worker_id, result.failure)
+                raise _ResultRefused(f"could not store the result: {_describe(exc)}") from exc
+        self._fail(job, result.failure)
+
+    def _fail(self, job: ClaimedJob, failure: Failure) -> None:
+        """Settle a failed attempt (worker.lifecycle) and count how the job ended up."""
+        status = settle_failure(
+            self.store, job, self.worker_id, failure, policy=self.retry_policy, clock=self.clock
+        )
         if status == JobStatus.QUEUED:
             self.stats.requeued += 1
         elif status == JobStatus.FAILED:
             self.stats.failed += 1
-        log.info("job %s: %s (%s)", job.id, result.failure.code, result.failure.message)
+        log.info("job %s: %s (%s)", job.id, failure.code, failure.message)
 
     def _heartbeat(self, job: ClaimedJob, progress: _Progress) -> None:
         while not progress.finished.wait(self.heartbeat_s):
@@ -175,14 +190,15 @@ class Worker:
                 log.exception("heartbeat for job %s failed", job.id)
                 continue
             if not held:  # requeued elsewhere: stop at the next step instead of finishing
-                log.warning("worker %s lost the lease of job %s", self.worker_id, job.id)
+                # Flag first, log second: whoever sees the log line may rely on the flag.
                 progress.lost.set()
+                log.warning("worker %s lost the lease of job %s", self.worker_id, job.id)
                 return
 
     def clean_leftovers(self) -> None:
         """Remove containers and networks a previous run of this worker left behind, and pin
         the sandbox's guard image before any job can load an upload."""
-        from evaluator.runtimes.docker.runtime import cleanup_leftovers, pin_guard_image
+        from evaluator.runtimes.docker.sandbox import cleanup_leftovers, pin_guard_image
 
         try:
             cleanup_leftovers(self.worker_id)
@@ -233,13 +249,19 @@ def _is_unreachable(exc: Exception) -> bool:
     return isinstance(exc, OperationalError | InterfaceError)
 
 
+def failed(task: str, failure: Failure) -> EvaluationResult:
+    """The result of an evaluation that ended with ``failure``."""
+    return EvaluationResult(task, "failed", failure=failure)
+
+
 def platform_failure(task: str, message: str) -> EvaluationResult:
     """A failed result that is the platform's fault (retried, never counted against anyone)."""
-    return EvaluationResult(task, "failed", failure=Failure("platform_error", message, "", False))
+    return failed(task, Failure(FailureCode.PLATFORM_ERROR, message))
 
 
-def _failure_of(exc: EvaluationError) -> Failure:
-    return Failure(exc.code.value, exc.message, exc.log_tail, exc.code.user_caused)
+def _describe(exc: BaseException) -> str:
+    """An unexpected exception as a failure message: its type and its text."""
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _default_factory(spec: dict, task: TaskSpec, blobs: BlobStore, owner: str) -> Runtime:

@@ -1,8 +1,10 @@
-"""The job lifecycle as data: statuses, allowed transitions, and the retry decision."""
+"""The job lifecycle as data: statuses, allowed transitions, and the retry decision (a pure
+function of the failure, the attempt and the time, so every caller decides alike)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from configs.vocabulary.failures import FailureCode
@@ -42,15 +44,43 @@ def check_transition(current: str, new: str) -> JobStatus:
     return target
 
 
-def should_retry(code: str, attempt: int, max_attempts: int) -> bool:
-    """Retry only faults that are not the submission's, and only while attempts remain."""
-    try:
-        user_caused = FailureCode(code).user_caused
-    except ValueError:
-        user_caused = False  # an unknown code is our bug, not the researcher's
-    return not user_caused and attempt < max_attempts
+@dataclass(frozen=True)
+class Settlement:
+    """Where a failed attempt leaves its job: queued again from ``available_at``, or failed
+    for good (then ``available_at`` is None)."""
+
+    status: JobStatus
+    available_at: datetime | None
+    stage: str
 
 
-def retry_delay(attempt: int) -> timedelta:
-    """Exponential back-off: 5 s, 10 s, 20 s, … capped at 5 minutes."""
-    return timedelta(seconds=min(300, 5 * 2 ** max(0, attempt - 1)))
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Platform faults are retried with exponential back-off while attempts remain; what the
+    submission caused is final (retrying cannot fix it, and it must not cost more runs)."""
+
+    first_delay_s: float = 5.0
+    max_delay_s: float = 300.0
+
+    def retries(self, code: str, attempt: int, max_attempts: int) -> bool:
+        """Whether a job whose ``attempt`` ended with ``code`` runs again."""
+        try:
+            user_caused = FailureCode(code).user_caused
+        except ValueError:
+            user_caused = False  # an unknown code is our bug, not the researcher's
+        return not user_caused and attempt < max_attempts
+
+    def delay(self, attempt: int) -> timedelta:
+        """5 s, 10 s, 20 s, ... after attempts 1, 2, 3, ..., capped at 5 minutes."""
+        exponent = min(max(0, attempt - 1), 32)  # past 2**32 the cap holds anyway
+        return timedelta(seconds=min(self.max_delay_s, self.first_delay_s * 2**exponent))
+
+    def decide(self, code: str, attempt: int, max_attempts: int, now: datetime) -> Settlement:
+        """The settlement of a job whose ``attempt`` (of ``max_attempts``) failed with
+        ``code`` at ``now``."""
+        if self.retries(code, attempt, max_attempts):
+            return Settlement(JobStatus.QUEUED, now + self.delay(attempt), f"retrying after {code}")
+        return Settlement(JobStatus.FAILED, None, "failed")
+
+
+DEFAULT_RETRY_POLICY = RetryPolicy()

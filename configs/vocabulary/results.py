@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from configs.vocabulary.failures import FailureCode
+
 ORIGINAL = "original"
 POOLED = "pooled:"  # variant prefix of an axis pooled over its perturbations
 
@@ -54,15 +56,25 @@ SCORE_NUMBERS = ("value", "n", "ci_low", "ci_high")  # a Score's fields beside i
 
 @dataclass(frozen=True)
 class Failure:
-    """Why an evaluation failed: a code, a sentence, the last lines of the model's log."""
+    """Why an evaluation failed: a code (which carries the blame), a sentence, and the last
+    lines of the model's log."""
 
-    code: str
+    code: FailureCode
     message: str
     log_tail: str = ""
-    user_caused: bool = True
+
+    @property
+    def user_caused(self) -> bool:
+        """Whether the submitter caused it (platform faults are retried and never charged)."""
+        return self.code.user_caused
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {
+            "code": self.code.value,
+            "message": self.message,
+            "log_tail": self.log_tail,
+            "user_caused": self.user_caused,
+        }
 
 
 @dataclass

@@ -21,7 +21,10 @@ from pathlib import Path
 import psutil
 
 from configs.schema import Limits
-from evaluator.runtimes.runtime import Endpoint, ResourceSample, Runtime, RuntimeInfo
+from configs.vocabulary.failures import FailureCode
+from evaluator.runtimes.runtime import ExitReason, ResourceSample, Runtime, RuntimeInfo
+from evaluator.transport.dialects import DEFAULT_DIALECT, get_dialect
+from evaluator.transport.endpoint import Endpoint
 
 _TREE_REFRESH_S = 1.0
 
@@ -43,7 +46,7 @@ class ProcessRuntime(Runtime):
         command: str | Sequence[str],
         *,
         limits: Limits | None = None,
-        protocol: str = "v1",
+        protocol: str = DEFAULT_DIALECT,
         cwd: str | os.PathLike[str] | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
@@ -51,7 +54,7 @@ class ProcessRuntime(Runtime):
         if not self.command:
             raise ValueError("empty command")
         self.limits = limits or Limits()
-        self.protocol = protocol
+        self.dialect = get_dialect(protocol)
         self.cwd = cwd
         self.extra_env = dict(env or {})
         self._proc: subprocess.Popen[bytes] | None = None
@@ -76,18 +79,19 @@ class ProcessRuntime(Runtime):
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        return Endpoint("127.0.0.1", self.port, self.protocol)
+        return Endpoint("127.0.0.1", self.port, self.dialect)
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def exit_reason(self) -> tuple[str, str] | None:
+    def exit_reason(self) -> ExitReason | None:
         if self._proc is None or self._proc.poll() is None:
             return None
         code = self._proc.returncode
         if code < 0:
-            return "crashed", f"the model was killed by signal {signal.Signals(-code).name}"
-        return "crashed", f"the model exited with code {code}"
+            signal_name = signal.Signals(-code).name
+            return ExitReason(FailureCode.CRASHED, f"the model was killed by signal {signal_name}")
+        return ExitReason(FailureCode.CRASHED, f"the model exited with code {code}")
 
     def sample_resources(self) -> ResourceSample | None:
         if not self.alive():

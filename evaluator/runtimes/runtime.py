@@ -9,18 +9,18 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from configs.schema import Limits  # re-exported: runtimes take their limits from the task
+from configs.schema import Limits
+from configs.vocabulary.failures import FailureCode
+from evaluator.transport.endpoint import Endpoint
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    """Where a started model listens (host, port) and which dialect it speaks."""
+class ExitReason(NamedTuple):
+    """A runtime's own account of why its model died: a failure code and a sentence."""
 
-    host: str
-    port: int
-    protocol: str = "v1"  # "v1" or "dynalab2"
+    code: FailureCode
+    sentence: str
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class Runtime(abc.ABC):
         """False once the model has exited (crash, OOM kill); used to explain failures."""
         return True
 
-    def exit_reason(self) -> tuple[str, str] | None:
+    def exit_reason(self) -> ExitReason | None:
         """(failure code value, sentence) explaining why the model died, if it did."""
         return None
 

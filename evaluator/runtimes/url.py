@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from evaluator.runtimes.runtime import Endpoint, Runtime, RuntimeInfo
+from evaluator.runtimes.runtime import Runtime, RuntimeInfo
+from evaluator.transport.dialects import DEFAULT_DIALECT, get_dialect
+from evaluator.transport.endpoint import Endpoint
 
 
 class UrlRuntime(Runtime):
@@ -12,7 +14,8 @@ class UrlRuntime(Runtime):
 
     kind = "url"
 
-    def __init__(self, url: str, protocol: str = "v1") -> None:
+    def __init__(self, url: str, protocol: str = DEFAULT_DIALECT) -> None:
+        self.dialect = get_dialect(protocol)
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"expected an http://host:port URL, got {url!r}")
@@ -20,11 +23,10 @@ class UrlRuntime(Runtime):
             raise ValueError(f"the URL must not carry a path, got {parts.path!r}")
         self.url = url
         self.host = parts.hostname
-        self.port = parts.port or (80 if protocol == "dynalab2" else 8080)
-        self.protocol = protocol
+        self.port = parts.port or self.dialect.default_port
 
     def start(self) -> Endpoint:
-        return Endpoint(self.host, self.port, self.protocol)
+        return Endpoint(self.host, self.port, self.dialect)
 
     def stop(self) -> None:
         """The model is not ours to stop."""

@@ -56,9 +56,11 @@ def round_replicates(
     """Bootstrap replicates of a round's performance: the mean of its datasets' replicates
     (datasets weigh equally, as in the point estimate), None when one is missing."""
     sets = [replicates.get((spec.name, d.name)) for d in spec.datasets]
-    if any(reps is None for reps in sets):
+    present = [reps for reps in sets if reps is not None]
+    if len(present) != len(sets):
         return None
-    return np.mean(sets, axis=0)
+    mean: np.ndarray = np.mean(present, axis=0)
+    return mean
 
 
 def overall_interval(
@@ -67,10 +69,11 @@ def overall_interval(
     """95 % interval of the round-weighted performance: every set is resampled with its own
     seed and the replicates are combined the same way the point estimate is combined."""
     per_round = [(round_replicates(spec, replicates), spec.weight) for spec in task.rounds]
-    if any(reps is None for reps, _ in per_round):
+    present = [(reps, weight) for reps, weight in per_round if reps is not None]
+    if len(present) != len(per_round):
         return None
-    total = sum(weight for _, weight in per_round)
-    combined = sum(reps * weight for reps, weight in per_round) / total
+    total = sum(weight for _, weight in present)
+    combined = np.sum([reps * weight for reps, weight in present], axis=0) / total
     interval = interval_of(combined)
     return [interval.low, interval.high]
 

@@ -21,8 +21,8 @@ from configs.schema import Limits, TaskSpec
 from configs.vocabulary.examples import Example, Prediction
 from configs.vocabulary.failures import FailureCode
 from evaluator.errors import EvaluationError
-from evaluator.runtimes.runtime import Endpoint
-from evaluator.transport.deadlines import Watchdog
+from evaluator.transport.deadlines import RequestDeadline
+from evaluator.transport.endpoint import Endpoint
 from evaluator.transport.wire_ids import WireIds
 
 _POLL_S = 0.05
@@ -37,16 +37,15 @@ class ModelClient:
     def __init__(
         self, endpoint: Endpoint, task: TaskSpec, limits: Limits, *, salt: bytes | None = None
     ) -> None:
-        if endpoint.protocol not in ("v1", "dynalab2"):
-            raise ValueError(f"unknown protocol {endpoint.protocol!r}")
         self.endpoint = endpoint
+        self.dialect = endpoint.dialect
         self.task = task
         self.limits = limits
         self._conn: http.client.HTTPConnection | None = None
         self._labels = frozenset(task.labels)
         self._wire_ids = WireIds(salt)
-        self._watchdog = Watchdog()
-        weakref.finalize(self, self._watchdog.stop)  # a client never closed stops it too
+        self._deadline = RequestDeadline()
+        weakref.finalize(self, self._deadline.stop)  # a client never closed stops it too
 
     # -- connection -------------------------------------------------------------------------
     def _connection(self, timeout: float) -> http.client.HTTPConnection:
@@ -67,7 +66,7 @@ class ModelClient:
     def close(self) -> None:
         """Drop the connection and stop the deadline thread (both restart on the next call)."""
         self._drop()
-        self._watchdog.stop()
+        self._deadline.stop()
 
     def _drop(self) -> None:
         if self._conn is not None:
@@ -105,13 +104,13 @@ class ModelClient:
     ) -> tuple[int, bytes]:
         headers = {"Content-Type": "application/json"} if body is not None else {}
         conn = self._connection(max(deadline - time.monotonic(), 0.001))
-        self._watchdog.arm(conn.sock, deadline)
+        self._deadline.arm(conn.sock, deadline)
         try:
             conn.request(method, path, body=body, headers=headers)
             response = conn.getresponse()
             return response.status, self._read_limited(response)
         finally:
-            if self._watchdog.disarm():
+            if self._deadline.disarm():
                 # The deadline passed and the socket was shut down: whatever the exchange
                 # looked like after that (a reset, a short body), it is a timeout.
                 raise TimeoutError("request deadline passed")
@@ -150,15 +149,12 @@ class ModelClient:
         )
 
     def _ready_once(self, timeout: float) -> bool:
-        probes = [("/health", False)]
-        if self.endpoint.protocol == "dynalab2":
-            probes = [("/openapi.json", False), ("/", True)]
-        for path, any_status in probes:
+        for probe in self.dialect.probes:
             try:
-                status, _ = self._request("GET", path, None, timeout)
+                status, _ = self._request("GET", probe.path, None, timeout)
             except EvaluationError:
                 return False
-            if status == 200 or any_status:
+            if status == 200 or probe.any_status:
                 return True
         return False
 
@@ -177,14 +173,10 @@ class ModelClient:
         """
         timeout = self.limits.request_s if timeout is None else timeout
         wire_ids: list[str] | None = None
-        if self.endpoint.protocol == "dynalab2":
-            path = "/model/batch_evaluation"
-            payload: Any = {"dataset_samples": [dict(e.inputs) for e in examples]}
-        else:
-            path = "/predict"
+        if self.dialect.uses_wire_ids:
             wire_ids = self._wire_ids.assign(variant, [e.uid for e in examples])
-            instances = [e.request_instance(w) for e, w in zip(examples, wire_ids, strict=True)]
-            payload = {"task": self.task.name, "instances": instances}
+        path = self.dialect.predict_path
+        payload = self.dialect.batch_payload(self.task.name, examples, wire_ids)
         status, data = self._request("POST", path, json.dumps(payload).encode(), timeout)
         if status != 200:
             snippet = data[:200].decode("utf-8", "replace")
@@ -209,16 +201,8 @@ class ModelClient:
             raise EvaluationError(
                 FailureCode.BAD_JSON, f"POST {path} did not answer JSON"
             ) from None
-        return validate_predictions(self.task, examples, self._reply_items(reply), wire_ids)
-
-    def _reply_items(self, reply: Any) -> list[Any]:
-        if self.endpoint.protocol == "dynalab2":
-            if not isinstance(reply, list):
-                raise EvaluationError(FailureCode.BAD_JSON, "batch_evaluation must answer a list")
-            return reply
-        if not isinstance(reply, dict) or not isinstance(reply.get("predictions"), list):
-            raise EvaluationError(FailureCode.BAD_JSON, 'reply must be {"predictions": [...]}')
-        return reply["predictions"]
+        items = self.dialect.reply_items(reply)
+        return validate_predictions(self.task, examples, items, wire_ids)
 
 
 def _dropped(conn: http.client.HTTPConnection) -> bool:
@@ -281,7 +265,8 @@ def _probs(value: Any) -> dict[str, float] | None:
 
 def _raise_uid_mismatch(sent: Sequence[str], items: list[Any], position: int) -> None:
     got = [item.get("uid") if isinstance(item, dict) else None for item in items]
-    if all(isinstance(uid, str) for uid in got) and sorted(got) == sorted(sent):
+    uids = [uid for uid in got if isinstance(uid, str)]
+    if len(uids) == len(got) and sorted(uids) == sorted(sent):
         raise EvaluationError(
             FailureCode.WRONG_ORDER, f"predictions are not in the order sent (position {position})"
         )

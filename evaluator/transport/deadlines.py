@@ -15,7 +15,7 @@ import threading
 import time
 
 
-class Watchdog:
+class RequestDeadline:
     """Shuts the armed socket down (``SHUT_RDWR``) once its deadline passes."""
 
     def __init__(self) -> None:
@@ -33,7 +33,7 @@ class Watchdog:
             self._sock, self._deadline, self._fired = sock, deadline, False
             if self._thread is None:
                 self._thread = threading.Thread(
-                    target=self._run, args=(self._generation,), name="request-watchdog", daemon=True
+                    target=self._run, args=(self._generation,), name="request-deadline", daemon=True
                 )
                 self._thread.start()
             elif deadline < self._wake_at:

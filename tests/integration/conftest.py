@@ -148,7 +148,7 @@ def _no_docker_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
     request.getfixturevalue("_session_baseline")
     owner = request.getfixturevalue("owner")
     yield
-    from evaluator.runtimes.docker.runtime import cleanup_leftovers
+    from evaluator.runtimes.docker.sandbox import cleanup_leftovers
 
     mine = _labelled(client, f"dynaeval.owner={owner}") | _labelled(client, TEST_LABEL)
     cleanup_leftovers(owner, client)

@@ -21,16 +21,16 @@ import pytest
 from configs.schema import Limits
 from configs.vocabulary.failures import FailureCode
 from evaluator.errors import EvaluationError
-from evaluator.runtimes.docker import images
+from evaluator.runtimes.docker import images, tarballs
 from evaluator.runtimes.docker.images import (
     ImageRef,
     build_directory,
     image_ref,
-    inspect_tarball,
     load_tarball,
     pull,
     resolve_source,
 )
+from evaluator.runtimes.docker.tarballs import inspect_tarball
 from tests.integration.conftest import remove_images
 
 pytestmark = pytest.mark.docker
@@ -169,7 +169,7 @@ def gzip_bomb(path: Path, header: tarfile.TarInfo, unpacked: int) -> Path:
 def decompressed_bytes() -> Iterator[list[int]]:
     """How many bytes each scan decompressed (the work a bomb could force), not how long."""
     seen: list[int] = []
-    original = images._Budgeted.read
+    original = tarballs._Budgeted.read
 
     def counting(self, size=-1):  # type: ignore[no-untyped-def]
         try:
@@ -178,7 +178,7 @@ def decompressed_bytes() -> Iterator[list[int]]:
             seen.append(self.work)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(images._Budgeted, "read", counting)
+        patch.setattr(tarballs._Budgeted, "read", counting)
         yield seen
 
 
@@ -192,7 +192,7 @@ def test_gzip_bomb_stops_at_the_unpacked_limit(tmp_path):
     with pytest.raises(EvaluationError) as exc_info, decompressed_bytes() as seen:
         inspect_tarball(bomb, limits)
     assert "unpacks to more than" in assert_code(exc_info, FailureCode.IMAGE_TOO_LARGE)
-    assert 0 < max(seen) <= limits.max_image_bytes + images._HEADER_SLACK < 1024**3
+    assert 0 < max(seen) <= limits.max_image_bytes + tarballs._HEADER_SLACK < 1024**3
 
 
 def test_huge_pax_header_is_not_read(tmp_path):
@@ -204,7 +204,7 @@ def test_huge_pax_header_is_not_read(tmp_path):
     with pytest.raises(EvaluationError) as exc_info, decompressed_bytes() as seen:
         inspect_tarball(bomb, SMALL)
     assert_code(exc_info, FailureCode.IMAGE_TOO_LARGE)
-    assert max(seen) <= SMALL.max_image_bytes + images._HEADER_SLACK < 1024**3
+    assert max(seen) <= SMALL.max_image_bytes + tarballs._HEADER_SLACK < 1024**3
 
 
 def _tar_gz(path: Path, members: dict[str, bytes]) -> Path:
@@ -225,7 +225,7 @@ def test_many_members_add_up_to_too_large(tmp_path):
 
 
 def test_too_many_members_is_not_loadable(tmp_path, monkeypatch):
-    monkeypatch.setattr(images, "MAX_TAR_MEMBERS", 50)
+    monkeypatch.setattr(tarballs, "MAX_TAR_MEMBERS", 50)
     tarball = _tar_gz(tmp_path / "swarm.tar.gz", {f"f{i}": b"" for i in range(60)})
     with pytest.raises(EvaluationError) as exc_info:
         inspect_tarball(tarball, SMALL)

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 import pytest
 
 from configs.schema import Limits
-from evaluator.runtimes.docker.runtime import DockerRuntime, cleanup_leftovers
+from evaluator.runtimes.docker.runtime import DockerRuntime
+from evaluator.runtimes.docker.sandbox import cleanup_leftovers
 from tests.integration.conftest import TEST_LABEL
 
 pytestmark = pytest.mark.docker
@@ -349,7 +350,7 @@ def test_stop_is_idempotent_and_removes_everything(docker_client, example_image,
     assert "serving" in runtime.logs_tail()  # kept from before removal
 
 
-def test_watchdog_removes_a_forgotten_sandbox(docker_client, example_image, owner):
+def test_hard_stop_timer_removes_a_forgotten_sandbox(docker_client, example_image, owner):
     runtime = DockerRuntime(
         example_image("null"), LIMITS, client=docker_client, label_owner=owner, hard_timeout_s=1.0
     )
@@ -357,7 +358,7 @@ def test_watchdog_removes_a_forgotten_sandbox(docker_client, example_image, owne
     deadline = time.monotonic() + 15
     selector = {"label": f"dynaeval.run={runtime.run_id}"}
     while docker_client.containers.list(all=True, filters=selector):
-        assert time.monotonic() < deadline, "the watchdog did not remove the sandbox"
+        assert time.monotonic() < deadline, "the hard-stop timer did not remove the sandbox"
         time.sleep(0.2)
     assert runtime.exit_reason()[0] == "total_timeout"
     runtime.stop()
@@ -368,7 +369,7 @@ def test_cleanup_leftovers_removes_an_abandoned_run(docker_client, example_image
         example_image("null"), LIMITS, client=docker_client, label_owner=f"{owner}-crashed"
     )
     abandoned.start()
-    abandoned._watchdog.cancel()  # as if the worker had died
+    abandoned._hard_stop_timer.cancel()  # as if the worker had died
     assert cleanup_leftovers(f"{owner}-crashed", docker_client) == 3
     selector = {"label": f"dynaeval.owner={owner}-crashed"}
     assert not docker_client.containers.list(all=True, filters=selector)

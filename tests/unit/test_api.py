@@ -14,9 +14,20 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from api import submissions
 from api.app import create_app
 from api.service import Service
+from api.submissions import (
+    SubmissionRefused,
+    UploadTooLarge,
+    submit_file,
+    submit_reference,
+    submit_upload,
+)
+from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.results import EvaluationResult, Score, ScoreKey
+from evaluator.runtimes.specs import DockerSource, DockerSpec
+from store.jobs import JobStore
 from store.models import JobRow, ModelRow
 
 DOCKER = {"kind": "docker", "image": "registry.local/model:1", "protocol": "v1"}
@@ -408,6 +419,104 @@ def test_body_over_max_content_length_is_413_json(app: Flask, service: Service) 
     assert stored_rows(service) == (0, 0)
 
 
+# -- the submission service (api.submissions) ------------------------------------------------
+def _refused(call: Any, code: str) -> SubmissionRefused:
+    with pytest.raises(SubmissionRefused) as caught:
+        call()
+    assert caught.value.code == code and caught.value.message
+    return caught.value
+
+
+def test_service_upload_is_stored_inspected_and_queued(service: Service) -> None:
+    tarball = image_tar()
+    task = service.tasks["sentiment"]
+    submitted = submit_upload(service, task, "m", io.BytesIO(tarball), filename="model.tar")
+    assert isinstance(submitted.spec, DockerSpec) and submitted.name == "m"
+    assert submitted.spec.source is DockerSource.UPLOAD and submitted.spec.image == "model.tar"
+    assert submitted.spec.image_id == "sha256:" + "0" * 64
+    assert service.blobs.get_bytes(submitted.spec.blob or "") == tarball
+    with service.db.session() as session:
+        model = session.get(ModelRow, submitted.model_id)
+    assert model.runtime == submitted.spec.to_dict()
+    assert model.image_id == submitted.spec.image_id
+
+
+@pytest.mark.parametrize("failure", [RuntimeError("database down"), KeyboardInterrupt()])
+def test_service_failure_after_storing_leaves_no_blob(
+    service: Service, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, failure: BaseException
+) -> None:
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise failure
+
+    monkeypatch.setattr(JobStore, "submit", fail)
+    task = service.tasks["sentiment"]
+    tarball = tmp_path / "model.tar"
+    tarball.write_bytes(image_tar())
+    with pytest.raises(type(failure)):
+        submit_upload(service, task, "m", io.BytesIO(image_tar()))
+    with pytest.raises(type(failure)):
+        submit_file(service, task, "m", tarball)
+    assert _no_files(Path(service.blobs.root)) == []
+
+
+def test_service_interrupted_inspection_leaves_no_blob(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(submissions, "inspect_tarball", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        submit_upload(service, service.tasks["sentiment"], "m", io.BytesIO(image_tar()))
+    assert _no_files(Path(service.blobs.root)) == []
+    assert stored_rows(service) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [(b"", "invalid_submission"), (b"junk" * 100, "image_not_loadable")],
+    ids=["empty", "corrupt"],
+)
+def test_service_refused_upload_leaves_nothing(service: Service, payload: bytes, code: str) -> None:
+    task = service.tasks["sentiment"]
+    _refused(lambda: submit_upload(service, task, "m", io.BytesIO(payload)), code)
+    assert _no_files(Path(service.blobs.root)) == []
+    assert stored_rows(service) == (0, 0)
+
+
+def test_service_oversized_upload_is_refused_while_streaming(service: Service) -> None:
+    task = service.tasks["sentiment"]
+    limits = dataclasses.replace(task.limits, max_image_bytes=1000)
+    task = dataclasses.replace(task, limits=limits)
+    stream = io.BytesIO(b"x" * 5_000_000)
+    with pytest.raises(UploadTooLarge) as caught:
+        submit_upload(service, task, "m", stream)
+    assert caught.value.code == "image_too_large"
+    assert stream.tell() < 5_000_000  # it stopped reading: the upload was never read whole
+    assert _no_files(Path(service.blobs.root)) == []  # no blob, no temporary file
+
+
+def test_service_refuses_a_broken_file_before_copying_it(service: Service, tmp_path: Path) -> None:
+    broken = tmp_path / "two images.tar"
+    broken.write_bytes(image_tar(images=2))
+    task = service.tasks["sentiment"]
+    error = _refused(lambda: submit_file(service, task, "m", broken), "image_not_loadable")
+    assert "holds 2 images" in error.message
+    assert _no_files(Path(service.blobs.root)) == []
+    assert stored_rows(service) == (0, 0)
+
+
+def test_service_reference_is_a_registry_spec_and_paths_are_refused(service: Service) -> None:
+    task = service.tasks["sentiment"]
+    submitted = submit_reference(service, task, "m", "registry.local/model:1", "v1")
+    assert submitted.spec == DockerSpec(
+        source=DockerSource.REGISTRY, image="registry.local/model:1", protocol="v1"
+    )
+    error = _refused(lambda: submit_reference(service, task, "m", "./x.tar"), "invalid_submission")
+    assert "path" in error.message
+    assert stored_rows(service) == (1, 1)
+
+
 # -- submissions and results -----------------------------------------------------------------
 def test_unknown_submission_is_404(client: FlaskClient) -> None:
     assert_error(client.get("/api/v1/submissions/nope"), 404, "unknown_submission")
@@ -446,10 +555,17 @@ def test_failed_submission_shows_code_message_and_log(
     client: FlaskClient, service: Service
 ) -> None:
     from configs.vocabulary.results import Failure
+    from worker.lifecycle import settle_failure
 
     model_id, job_id = service.store.submit("sentiment", "m", DOCKER)
-    service.store.claim("w", 60)
-    service.store.fail(job_id, "w", Failure("never_healthy", "no /health in 60 s", "boot...\n"))
+    claimed = service.store.claim("w", 60)
+    assert claimed is not None and claimed.id == job_id
+    settle_failure(
+        service.store,
+        claimed,
+        "w",
+        Failure(FailureCode.NEVER_HEALTHY, "no /health in 60 s", "boot...\n"),
+    )
     failure = client.get(f"/api/v1/submissions/{model_id}").get_json()["job"]["failure"]
     assert failure == {
         "code": "never_healthy",

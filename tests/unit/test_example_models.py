@@ -223,11 +223,29 @@ def test_majority_first_words_is_a_substring() -> None:
     assert majority.first_words("", 3) == ""
 
 
-def test_cpu_model_burns_about_one_millisecond_per_example() -> None:
+def test_cpu_model_burns_one_millisecond_per_example(monkeypatch: pytest.MonkeyPatch) -> None:
     cpu = _load("example_cpu_1ms", MODELS / "cpu_1ms" / "model.py")
-    before = time.process_time()
-    cpu.make_predict("positive", None, 1.0)("sentiment", [{"uid": str(i)} for i in range(20)])
-    assert 0.019 <= time.process_time() - before < 0.2
+    burnt: list[float] = []
+    monkeypatch.setattr(cpu, "burn_cpu", burnt.append)
+    replies = cpu.make_predict("positive", None, 1.0)("sentiment", [{"uid": "a"}, {"uid": "b"}])
+    assert burnt == [pytest.approx(0.002)]
+    assert replies == [{"uid": "a", "label": "positive"}, {"uid": "b", "label": "positive"}]
+
+
+def test_cpu_burn_lasts_until_both_cpu_and_wall_time_have_passed() -> None:
+    cpu = _load("example_cpu_1ms", MODELS / "cpu_1ms" / "model.py")
+    now = {"cpu": 0.0, "wall": 0.0}
+
+    def tick(clock: str, step: float) -> Callable[[], float]:
+        def read() -> float:
+            now[clock] += step
+            return now[clock]
+
+        return read
+
+    # CPU time runs twice as fast as wall time here: the loop must wait for the slower one.
+    cpu.burn_cpu(0.01, cpu_clock=tick("cpu", 0.002), wall_clock=tick("wall", 0.001))
+    assert now["wall"] >= 0.011 and now["cpu"] >= 0.01
 
 
 @pytest.mark.parametrize("layout", ["source-tree", "image"])

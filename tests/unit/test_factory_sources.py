@@ -17,7 +17,9 @@ from evaluator.errors import EvaluationError
 from evaluator.runtimes.docker import images
 from evaluator.runtimes.docker import runtime as docker_runtime
 from evaluator.runtimes.docker.images import Acquired, ImageRef
-from evaluator.runtimes.factory import check_registry_reference, make_runtime, validate_spec
+from evaluator.runtimes.docker.references import check_registry_reference
+from evaluator.runtimes.factory import make_runtime
+from evaluator.runtimes.specs import parse_runtime_spec
 from store.blobs import LocalBlobStore
 
 DIGEST = "sha256:" + "ab" * 32
@@ -127,7 +129,7 @@ def test_registry_references_refused(ref: str, why: str) -> None:
 )
 def test_docker_specs_refused(spec: dict, why: str) -> None:
     with pytest.raises(ValueError, match=why):
-        validate_spec({"kind": "docker", **spec})
+        parse_runtime_spec({"kind": "docker", **spec})
 
 
 def test_registry_source_always_pulls(calls: Calls, blobs: LocalBlobStore) -> None:

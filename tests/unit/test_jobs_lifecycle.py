@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from itertools import product
 
 import pytest
 
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.jobs import (
+    DEFAULT_RETRY_POLICY,
     TRANSITIONS,
     IllegalTransition,
     JobStatus,
+    RetryPolicy,
+    Settlement,
     check_transition,
-    retry_delay,
-    should_retry,
 )
 
 Q, R, D, F = JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.DONE, JobStatus.FAILED
@@ -60,23 +61,49 @@ USER_CAUSED = [
 ]
 
 
+NOW = datetime(2026, 1, 1, 12, 0, 0)
+
+
+def requeued(code: str, delay_s: int) -> Settlement:
+    return Settlement(Q, NOW + timedelta(seconds=delay_s), f"retrying after {code}")
+
+
+FINAL = Settlement(F, None, "failed")
+
+
 @pytest.mark.parametrize(
-    ("code", "attempt", "max_attempts", "retry"),
+    ("code", "attempt", "max_attempts", "settlement"),
     [
-        ("platform_error", 1, 3, True),
-        ("platform_error", 2, 3, True),
-        ("platform_error", 3, 3, False),
-        ("platform_error", 4, 3, False),
-        ("platform_error", 1, 1, False),
-        ("worker_lost", 1, 3, True),
-        ("worker_lost", 3, 3, False),
-        ("an_unknown_code", 1, 3, True),  # unknown → our bug, not the researcher's
-        ("an_unknown_code", 3, 3, False),
-        *[(code.value, 1, 3, False) for code in USER_CAUSED],
+        ("platform_error", 1, 3, requeued("platform_error", 5)),
+        ("platform_error", 2, 3, requeued("platform_error", 10)),
+        ("platform_error", 3, 3, FINAL),
+        ("platform_error", 4, 3, FINAL),
+        ("platform_error", 1, 1, FINAL),
+        ("platform_error", 4, 9, requeued("platform_error", 40)),
+        ("worker_lost", 1, 3, requeued("worker_lost", 5)),
+        ("worker_lost", 3, 3, FINAL),
+        ("an_unknown_code", 1, 3, requeued("an_unknown_code", 5)),  # our bug, not theirs
+        ("an_unknown_code", 3, 3, FINAL),
+        *[(code.value, 1, 3, FINAL) for code in USER_CAUSED],
+        *[(code, 1, 3, FINAL) for code in USER_CAUSED],  # the enum decides like its value
     ],
 )
-def test_should_retry(code: str, attempt: int, max_attempts: int, retry: bool) -> None:
-    assert should_retry(code, attempt, max_attempts) is retry
+def test_decide(code: str, attempt: int, max_attempts: int, settlement: Settlement) -> None:
+    assert DEFAULT_RETRY_POLICY.decide(code, attempt, max_attempts, NOW) == settlement
+
+
+def test_every_settlement_is_a_legal_move_of_a_running_job() -> None:
+    for code, attempt in product(FailureCode, range(1, 5)):
+        settlement = DEFAULT_RETRY_POLICY.decide(code, attempt, 3, NOW)
+        assert check_transition(R, settlement.status) is settlement.status
+        assert (settlement.available_at is None) == settlement.status.final
+
+
+def test_decide_is_pure() -> None:
+    first = DEFAULT_RETRY_POLICY.decide("platform_error", 1, 3, NOW)
+    assert DEFAULT_RETRY_POLICY.decide("platform_error", 1, 3, NOW) == first
+    later = DEFAULT_RETRY_POLICY.decide("platform_error", 1, 3, NOW + timedelta(hours=1))
+    assert later.available_at == first.available_at + timedelta(hours=1)
 
 
 def test_user_caused_codes() -> None:
@@ -89,7 +116,14 @@ def test_user_caused_codes() -> None:
 
 
 @pytest.mark.parametrize(
-    ("attempt", "seconds"), [(0, 5), (1, 5), (2, 10), (3, 20), (4, 40), (7, 300), (50, 300)]
+    ("attempt", "seconds"),
+    [(0, 5), (1, 5), (2, 10), (3, 20), (4, 40), (6, 160), (7, 300), (50, 300), (10**6, 300)],
 )
 def test_retry_delay_is_exponential_and_capped(attempt: int, seconds: int) -> None:
-    assert retry_delay(attempt) == timedelta(seconds=seconds)
+    assert DEFAULT_RETRY_POLICY.delay(attempt) == timedelta(seconds=seconds)
+
+
+def test_a_policy_sets_its_own_back_off() -> None:
+    policy = RetryPolicy(first_delay_s=1, max_delay_s=3)
+    assert [policy.delay(n).total_seconds() for n in (1, 2, 3, 4)] == [1, 2, 3, 3]
+    assert policy.decide("worker_lost", 2, 3, NOW).available_at == NOW + timedelta(seconds=2)

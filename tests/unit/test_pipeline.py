@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from evaluator.inputs.perturbed_sets import dataset_hash
 from evaluator.inputs.redaction import WITHHELD, HeldOutText
 from evaluator.pipeline import run_evaluation
 from evaluator.runtimes.process import ProcessRuntime
+from evaluator.runtimes.runtime import ExitReason
 from evaluator.tasks import load_tasks
 from evaluator.transport.client import ModelClient
 from store.blobs import LocalBlobStore
@@ -330,14 +330,14 @@ def test_rounds_report_performance_on_the_perturbed_sets(toy_run: Run) -> None:
 def test_a_trickled_reply_is_cut_by_the_total_budget(
     toy_task: TaskSpec, config_dir: Path, blobs: LocalBlobStore
 ) -> None:
-    """Bytes keep coming, so no read ever times out: only a deadline ends the request."""
+    """Bytes keep coming, so no read ever times out, and the request's own 30 s deadline is
+    far away: only the 2 s budget of the whole run (TOTAL_TIMEOUT, not REQUEST_TIMEOUT) can
+    end it."""
     task = with_limits(toy_task, request_s=30, total_s=2.0)
     runtime = ProcessRuntime(server_command(V1_SERVER, "trickle_body", "--delay", "0.5"))
-    started = time.monotonic()
     result = run_evaluation(task, runtime, blobs, config_dir=config_dir)
     assert result.failure is not None
-    assert result.failure.code == FailureCode.TOTAL_TIMEOUT.value, result.failure
-    assert time.monotonic() - started < 60  # the trickled reply alone would take minutes
+    assert result.failure.code == FailureCode.TOTAL_TIMEOUT, result.failure
 
 
 def test_deeply_nested_json_is_the_models_fault_through_the_pipeline(
@@ -373,10 +373,10 @@ class UnexplainedRuntime(ProcessRuntime):
         super().__init__(command)
         self.reason = reason
 
-    def exit_reason(self) -> tuple[str, str] | None:
+    def exit_reason(self) -> ExitReason | None:
         if self.reason is None:
             raise RuntimeError("the engine went away")
-        return self.reason
+        return ExitReason(*self.reason)  # type: ignore[arg-type]  # a code we do not know
 
 
 @pytest.mark.parametrize(

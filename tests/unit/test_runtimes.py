@@ -12,11 +12,13 @@ import psutil
 import pytest
 
 from configs.schema import Limits, TaskSpec
-from evaluator.runtimes.factory import make_runtime, validate_spec
+from evaluator.runtimes.factory import make_runtime
 from evaluator.runtimes.process import ProcessRuntime
-from evaluator.runtimes.runtime import Endpoint
+from evaluator.runtimes.specs import parse_runtime_spec
 from evaluator.runtimes.url import UrlRuntime
 from evaluator.transport.client import ModelClient
+from evaluator.transport.dialects import get_dialect
+from evaluator.transport.endpoint import Endpoint
 from store.blobs import LocalBlobStore
 from tests.conftest import V1_SERVER, Server, gone, server_command, wait_until
 
@@ -168,10 +170,10 @@ def test_url_runtime_rejects_bad_urls(url: str, problem: str) -> None:
 
 
 def test_url_runtime_default_ports_and_endpoint() -> None:
-    assert UrlRuntime("http://127.0.0.1").start() == Endpoint("127.0.0.1", 8080, "v1")
+    assert UrlRuntime("http://127.0.0.1").start() == Endpoint("127.0.0.1", 8080, get_dialect("v1"))
     assert UrlRuntime("http://127.0.0.1/", "dynalab2").start().port == 80
     runtime = UrlRuntime("http://127.0.0.1:9123")
-    assert runtime.start() == Endpoint("127.0.0.1", 9123, "v1")
+    assert runtime.start() == Endpoint("127.0.0.1", 9123, get_dialect("v1"))
     runtime.stop()
     assert runtime.info().details == {"url": "http://127.0.0.1:9123"}
 
@@ -197,7 +199,7 @@ def test_factory_builds_process_and_url_runtimes(tmp_path: Path) -> None:
     url = make_runtime(
         {"kind": "url", "url": "http://127.0.0.1:9", "protocol": "dynalab2"}, Limits(), blobs
     )
-    assert isinstance(url, UrlRuntime) and url.protocol == "dynalab2"
+    assert isinstance(url, UrlRuntime) and url.dialect.name == "dynalab2"
 
 
 @pytest.mark.parametrize(
@@ -211,4 +213,4 @@ def test_factory_builds_process_and_url_runtimes(tmp_path: Path) -> None:
 )
 def test_factory_rejects_bad_specs(spec: dict) -> None:
     with pytest.raises(ValueError):
-        validate_spec(spec)
+        parse_runtime_spec(spec)

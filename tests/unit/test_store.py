@@ -1,5 +1,8 @@
 """The job store contract on a real SQLite file: submit, claim with a lease, heartbeat,
-finish in one transaction, fail / retry, requeue stalled jobs, and the read-side queries."""
+finish in one transaction, fail / retry, requeue stalled jobs, and the read-side queries.
+
+Time is a ManualClock: leases expire and back-offs pass when a test advances it, never by
+waiting, and every time the store writes is checked exactly."""
 
 from __future__ import annotations
 
@@ -12,10 +15,18 @@ import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
-from configs.vocabulary.jobs import JobStatus
+from configs.vocabulary.clock import ManualClock
+from configs.vocabulary.failures import FailureCode
+from configs.vocabulary.jobs import (
+    DEFAULT_RETRY_POLICY,
+    IllegalTransition,
+    JobStatus,
+    RetryPolicy,
+    Settlement,
+)
 from configs.vocabulary.results import EvaluationResult, Failure, Score, ScoreKey
 from store.db import Database
-from store.jobs import JobStore, utcnow
+from store.jobs import ClaimedJob, JobStore
 from store.models import AttemptRow, JobRow, ModelRow, ResultRow, ScoreRow
 from store.queries import Queries
 
@@ -30,8 +41,13 @@ def db(tmp_path: Path) -> Database:
 
 
 @pytest.fixture
-def store(db: Database) -> JobStore:
-    jobs = JobStore(db)
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def store(db: Database, clock: ManualClock) -> JobStore:
+    jobs = JobStore(db, clock)
     jobs.register_task("sentiment", 1, {"name": "sentiment"})
     return jobs
 
@@ -87,19 +103,23 @@ def count(db: Database, table: type) -> int:
         return session.scalar(select(func.count()).select_from(table))
 
 
-def make_available(db: Database, job_id: str) -> None:
-    """Skip a retry's back-off (tests never sleep through it)."""
-    with db.session() as session, session.begin():
-        session.execute(update(JobRow).where(JobRow.id == job_id).values(available_at=utcnow()))
+def fail(store: JobStore, job: ClaimedJob, failure: Failure, worker: str = "w") -> JobStatus | None:
+    """What a worker does with a failed attempt: decide with the lifecycle, let the store
+    apply it."""
+    settlement = DEFAULT_RETRY_POLICY.decide(
+        failure.code, job.attempt, job.max_attempts, store.clock.now()
+    )
+    return store.fail(job.id, worker, failure, settlement)
 
 
-def expire_lease(db: Database, job_id: str) -> None:
-    with db.session() as session, session.begin():
-        session.execute(
-            update(JobRow)
-            .where(JobRow.id == job_id)
-            .values(lease_expires_at=utcnow() - timedelta(seconds=1))
-        )
+def requeue_stalled(store: JobStore) -> list[str]:
+    return store.requeue_stalled(DEFAULT_RETRY_POLICY)
+
+
+def claim(store: JobStore, worker: str = "w", lease_s: float = 60) -> ClaimedJob:
+    job = store.claim(worker, lease_s)
+    assert job is not None
+    return job
 
 
 # -- submit ----------------------------------------------------------------------------------
@@ -128,31 +148,41 @@ def test_register_task_updates_in_place(store: JobStore) -> None:
 
 
 # -- claim -----------------------------------------------------------------------------------
-def test_claim_gives_the_oldest_available_job(store: JobStore, db: Database) -> None:
-    ids = [store.submit("sentiment", f"m{i}", RUNTIME)[1] for i in range(3)]
+def test_claim_gives_the_oldest_available_job(
+    store: JobStore, db: Database, clock: ManualClock
+) -> None:
+    ids = []
+    for i in range(3):
+        ids.append(store.submit("sentiment", f"m{i}", RUNTIME)[1])
+        clock.advance(1)  # distinct creation times: the order is the store's, not the test's
     claimed = store.claim("w1", lease_s=60)
     assert claimed is not None and claimed.id == ids[0]
     assert claimed.runtime == RUNTIME and claimed.attempt == 1 and claimed.max_attempts == 3
     job = job_row(db, ids[0])
     assert job.status == JobStatus.RUNNING and job.lease_owner == "w1"
-    assert job.lease_expires_at > utcnow() + timedelta(seconds=50)
+    assert job.heartbeat_at == job.started_at == clock.now()
+    assert job.lease_expires_at == clock.now() + timedelta(seconds=60)
     assert [a.worker for a in attempts(db, ids[0])] == ["w1"]
     assert store.claim("w2", 60).id == ids[1]
     assert store.claim("w3", 60).id == ids[2]
     assert store.claim("w4", 60) is None
 
 
-def test_claim_skips_jobs_not_yet_available(store: JobStore, db: Database) -> None:
+def test_claim_skips_jobs_not_yet_available(
+    store: JobStore, db: Database, clock: ManualClock
+) -> None:
     _, job_id = store.submit("sentiment", "m", RUNTIME)
     with db.session() as session, session.begin():
         session.execute(
             update(JobRow)
             .where(JobRow.id == job_id)
-            .values(available_at=utcnow() + timedelta(minutes=5))
+            .values(available_at=clock.now() + timedelta(minutes=5))
         )
     assert store.claim("w", 60) is None
-    make_available(db, job_id)
-    assert store.claim("w", 60).id == job_id
+    clock.advance(299)
+    assert store.claim("w", 60) is None
+    clock.advance(1)  # available_at itself counts as available
+    assert claim(store).id == job_id
 
 
 def test_concurrent_claims_never_share_a_job(tmp_path: Path) -> None:
@@ -203,13 +233,16 @@ def test_concurrent_claims_never_share_a_job(tmp_path: Path) -> None:
 
 
 # -- heartbeat -------------------------------------------------------------------------------
-def test_heartbeat_extends_lease_and_records_progress(store: JobStore, db: Database) -> None:
+def test_heartbeat_extends_lease_and_records_progress(
+    store: JobStore, db: Database, clock: ManualClock
+) -> None:
     _, job_id = store.submit("sentiment", "m", RUNTIME)
-    store.claim("w1", lease_s=1)
-    before = job_row(db, job_id).lease_expires_at
+    store.claim("w1", lease_s=60)
+    clock.advance(30)
     assert store.heartbeat(job_id, "w1", 600, 0.42, "round r2 / test: typo")
     job = job_row(db, job_id)
-    assert job.lease_expires_at > before + timedelta(seconds=500)
+    assert job.heartbeat_at == clock.now()
+    assert job.lease_expires_at == clock.now() + timedelta(seconds=600)
     assert job.progress == pytest.approx(0.42) and job.stage == "round r2 / test: typo"
     assert store.heartbeat(job_id, "w1", 600, 0.5, "x" * 500)
     assert len(job_row(db, job_id).stage) == 200
@@ -287,14 +320,17 @@ def test_finish_twice_is_refused(store: JobStore, db: Database) -> None:
 
 # -- fail and retry --------------------------------------------------------------------------
 def test_user_caused_failure_is_final_with_code_message_and_log(
-    store: JobStore, db: Database
+    store: JobStore, db: Database, clock: ManualClock
 ) -> None:
     _, job_id = store.submit("sentiment", "m", RUNTIME)
-    store.claim("w1", 60)
-    failure = Failure("oom_killed", "the model was killed: out of memory", "line1\nKilled", True)
-    assert store.fail(job_id, "w1", failure) == JobStatus.FAILED
+    claimed = claim(store, "w1")
+    failure = Failure(
+        FailureCode.OOM_KILLED, "the model was killed: out of memory", "line1\nKilled"
+    )
+    assert fail(store, claimed, failure, "w1") == JobStatus.FAILED
     job = job_row(db, job_id)
-    assert job.status == JobStatus.FAILED and job.finished_at is not None
+    assert job.status == JobStatus.FAILED and job.stage == "failed"
+    assert job.finished_at == clock.now()
     assert (job.failure_code, job.failure_message, job.log_tail) == (
         "oom_killed",
         "the model was killed: out of memory",
@@ -303,29 +339,29 @@ def test_user_caused_failure_is_final_with_code_message_and_log(
     assert job.lease_owner is None
     history = attempts(db, job_id)
     assert [(a.outcome, a.failure_code) for a in history] == [("failed", "oom_killed")]
-    assert store.claim("w2", 60) is None
+    clock.advance(3600)
+    assert store.claim("w2", 60) is None  # final, however long one waits
 
 
 def test_platform_error_is_retried_with_back_off_until_max_attempts(
-    store: JobStore, db: Database
+    store: JobStore, db: Database, clock: ManualClock
 ) -> None:
     _, job_id = store.submit("sentiment", "m", RUNTIME, max_attempts=3)
-    fault = Failure("platform_error", "docker engine went away", "", False)
-    delays = []
-    for attempt in (1, 2):
-        claimed = store.claim("w", 60)
+    fault = Failure(FailureCode.PLATFORM_ERROR, "docker engine went away")
+    for attempt, delay_s in ((1, 5), (2, 10)):
+        claimed = claim(store)
         assert claimed.id == job_id and claimed.attempt == attempt
-        now = utcnow()
-        assert store.fail(job_id, "w", fault) == JobStatus.QUEUED
+        assert fail(store, claimed, fault) == JobStatus.QUEUED
         job = job_row(db, job_id)
         assert job.status == JobStatus.QUEUED and job.stage == "retrying after platform_error"
-        assert job.failure_code == "platform_error"
-        delays.append((job.available_at - now).total_seconds())
+        assert job.failure_code == "platform_error" and job.finished_at is None
+        assert job.available_at == clock.now() + timedelta(seconds=delay_s)
+        clock.advance(delay_s - 1)
         assert store.claim("w", 60) is None  # backing off
-        make_available(db, job_id)
-    assert 4 <= delays[0] <= 6 and 9 <= delays[1] <= 11
-    assert store.claim("w", 60).attempt == 3
-    assert store.fail(job_id, "w", fault) == JobStatus.FAILED
+        clock.advance(1)
+    claimed = claim(store)
+    assert claimed.attempt == 3
+    assert fail(store, claimed, fault) == JobStatus.FAILED
     assert job_row(db, job_id).status == JobStatus.FAILED
     assert [(a.attempt, a.outcome) for a in attempts(db, job_id)] == [
         (1, "failed"),
@@ -334,52 +370,101 @@ def test_platform_error_is_retried_with_back_off_until_max_attempts(
     ]
 
 
+def test_the_store_applies_the_settlement_it_is_given(
+    store: JobStore, db: Database, clock: ManualClock
+) -> None:
+    """The retry decision is the caller's: the store moves the job as told, under its lease
+    check, and only along the transition table."""
+    _, job_id = store.submit("sentiment", "m", RUNTIME, max_attempts=3)
+    fault = Failure(FailureCode.PLATFORM_ERROR, "x")
+    later = clock.now() + timedelta(hours=2)
+    told = Settlement(JobStatus.QUEUED, later, "parked by the operator")
+    assert store.fail(claim(store).id, "w", fault, told) == JobStatus.QUEUED
+    job = job_row(db, job_id)
+    assert (job.status, job.available_at, job.stage) == ("queued", later, "parked by the operator")
+    clock.advance(7200)
+    claimed = claim(store)
+    with pytest.raises(IllegalTransition, match="from running to running"):
+        store.fail(claimed.id, "w", fault, Settlement(JobStatus.RUNNING, None, "limbo"))
+    assert [a.outcome for a in attempts(db, job_id)] == ["failed", None]  # rolled back
+
+
 def test_fail_by_a_non_owner_is_ignored(store: JobStore, db: Database) -> None:
     _, job_id = store.submit("sentiment", "m", RUNTIME)
-    store.claim("w1", 60)
-    assert store.fail(job_id, "w2", Failure("crashed", "x")) is None
+    claimed = claim(store, "w1")
+    assert fail(store, claimed, Failure(FailureCode.CRASHED, "x"), "w2") is None
     assert job_row(db, job_id).status == JobStatus.RUNNING
 
 
 # -- stalled jobs ----------------------------------------------------------------------------
-def test_requeue_stalled_requeues_an_expired_lease(store: JobStore, db: Database) -> None:
+def test_requeue_stalled_requeues_an_expired_lease(
+    store: JobStore, db: Database, clock: ManualClock
+) -> None:
     _, job_id = store.submit("sentiment", "m", RUNTIME)
     store.claim("dead-worker", lease_s=60)
-    assert store.requeue_stalled() == []  # lease still valid
-    expire_lease(db, job_id)
-    assert store.requeue_stalled() == [job_id]
+    clock.advance(60)
+    assert requeue_stalled(store) == []  # lease still valid up to its last instant
+    clock.advance(1)
+    assert requeue_stalled(store) == [job_id]
     job = job_row(db, job_id)
     assert job.status == JobStatus.QUEUED and job.lease_owner is None
-    assert job.failure_code == "worker_lost"
+    assert job.failure_code == "worker_lost" and job.stage == "retrying after worker_lost"
+    assert job.available_at == clock.now() + timedelta(seconds=5)  # backs off like any retry
     history = attempts(db, job_id)
     assert [(a.worker, a.outcome, a.failure_code) for a in history] == [
         ("dead-worker", "lost", "worker_lost")
     ]
+    assert history[0].finished_at == clock.now()
     assert not store.heartbeat(job_id, "dead-worker", 60, 0.5, "zombie")
     assert not store.finish(job_id, "dead-worker", result())  # a zombie cannot finish it
-    make_available(db, job_id)
-    again = store.claim("w2", 60)
+    clock.advance(5)
+    again = claim(store, "w2")
     assert again.id == job_id and again.attempt == 2
     assert store.finish(job_id, "w2", result())
     assert [a.outcome for a in attempts(db, job_id)] == ["lost", "done"]
 
 
-def test_requeue_stalled_fails_after_max_attempts(store: JobStore, db: Database) -> None:
+def test_a_heartbeat_keeps_a_lease_from_expiring(store: JobStore, clock: ManualClock) -> None:
+    _, job_id = store.submit("sentiment", "m", RUNTIME)
+    store.claim("w1", lease_s=60)
+    for _ in range(10):  # ten minutes of work, a beat every 50 s
+        clock.advance(50)
+        assert store.heartbeat(job_id, "w1", 60, 0.5, "working")
+        assert requeue_stalled(store) == []
+
+
+def test_requeue_stalled_fails_after_max_attempts(
+    store: JobStore, db: Database, clock: ManualClock
+) -> None:
     _, job_id = store.submit("sentiment", "m", RUNTIME, max_attempts=1)
     store.claim("dead-worker", lease_s=60)
-    expire_lease(db, job_id)
-    assert store.requeue_stalled() == [job_id]
+    clock.advance(61)
+    assert requeue_stalled(store) == [job_id]
     job = job_row(db, job_id)
     assert job.status == JobStatus.FAILED and job.failure_code == "worker_lost"
+    assert job.finished_at == clock.now() and job.stage == "failed"
 
 
-def test_requeue_stalled_leaves_live_and_finished_jobs_alone(store: JobStore, db: Database) -> None:
+def test_requeue_stalled_decides_with_the_policy_it_is_given(
+    store: JobStore, db: Database, clock: ManualClock
+) -> None:
+    _, job_id = store.submit("sentiment", "m", RUNTIME)
+    store.claim("dead-worker", lease_s=60)
+    clock.advance(61)
+    assert store.requeue_stalled(RetryPolicy(first_delay_s=42)) == [job_id]
+    assert job_row(db, job_id).available_at == clock.now() + timedelta(seconds=42)
+
+
+def test_requeue_stalled_leaves_live_and_finished_jobs_alone(
+    store: JobStore, db: Database, clock: ManualClock
+) -> None:
     _, live = store.submit("sentiment", "live", RUNTIME)
     _, done = store.submit("sentiment", "done", RUNTIME)
     store.claim("w1", 600)
     store.claim("w2", 600)
     store.finish(done, "w2", result())
-    assert store.requeue_stalled() == []
+    clock.advance(599)
+    assert requeue_stalled(store) == []
     assert job_row(db, live).status == JobStatus.RUNNING
     assert job_row(db, done).status == JobStatus.DONE
 
@@ -433,12 +518,14 @@ def test_queries_leaderboard_rows_keep_each_models_newest_result(
     assert first != second
 
 
-def test_a_retry_that_succeeds_shows_no_failure(store: JobStore, db: Database) -> None:
+def test_a_retry_that_succeeds_shows_no_failure(
+    store: JobStore, db: Database, clock: ManualClock
+) -> None:
     _, job_id = store.submit("sentiment", "m", RUNTIME, max_attempts=3)
-    store.claim("w", 60)
-    store.fail(job_id, "w", Failure("platform_error", "docker engine went away", "log", False))
-    make_available(db, job_id)
-    store.claim("w", 60)
+    fault = Failure(FailureCode.PLATFORM_ERROR, "docker engine went away", "log")
+    assert fail(store, claim(store), fault) == JobStatus.QUEUED
+    clock.advance(5)
+    claim(store)
     assert store.finish(job_id, "w", result())
     job = job_row(db, job_id)
     assert job.status == JobStatus.DONE

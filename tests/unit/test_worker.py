@@ -1,5 +1,8 @@
 """The worker loop on a real SQLite store: burst mode, failures, lost workers, progress,
-and one end-to-end run of a real example model (process runtime) on the sentiment task."""
+and one end-to-end run of a real example model (process runtime) on the sentiment task.
+
+The store and its workers share a ManualClock: leases expire and back-offs pass when a test
+advances it. Real time only bounds waits for other threads (never a speed assertion)."""
 
 from __future__ import annotations
 
@@ -18,14 +21,16 @@ from sqlalchemy import select, update
 
 from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
+from configs.vocabulary.clock import ManualClock
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.jobs import JobStatus
 from evaluator.errors import EvaluationError
-from evaluator.runtimes.runtime import Endpoint, Runtime
+from evaluator.runtimes.runtime import Runtime
 from evaluator.tasks import load_tasks
+from evaluator.transport.endpoint import Endpoint
 from store.blobs import BlobStore, LocalBlobStore
 from store.db import Database
-from store.jobs import JobStore, utcnow
+from store.jobs import JobStore
 from store.models import AttemptRow, JobRow, ScoreRow
 from store.queries import Queries
 from worker.worker import Worker
@@ -100,7 +105,7 @@ class FakeRuntime(Runtime):
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.model.handler())
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return Endpoint("127.0.0.1", self.server.server_address[1], "v1")
+        return Endpoint("127.0.0.1", self.server.server_address[1])
 
     def stop(self) -> None:
         if self.server is not None:
@@ -148,6 +153,7 @@ class Env:
     store: JobStore
     blobs: LocalBlobStore
     tasks: dict[str, TaskSpec]
+    clock: ManualClock
 
     def worker(self, factory: Factory | None = None, **options: Any) -> Worker:
         options.setdefault("heartbeat_s", 0.05)
@@ -158,17 +164,18 @@ class Env:
         with self.db.session() as session:
             return session.get(JobRow, job_id)
 
-    def make_available(self, job_id: str) -> None:
-        with self.db.session() as session, session.begin():
-            session.execute(update(JobRow).where(JobRow.id == job_id).values(available_at=utcnow()))
+    def wait_out_back_off(self, job_id: str) -> None:
+        """Move the clock to the moment the job's retry may start."""
+        self.clock.advance((self.job(job_id).available_at - self.clock.now()).total_seconds())
 
 
 @pytest.fixture
 def env(tmp_path: Path, small_task: TaskSpec) -> Iterator[Env]:
     db = Database(f"sqlite:///{tmp_path / 'worker.sqlite3'}")
-    store = JobStore(db)
+    clock = ManualClock()
+    store = JobStore(db, clock)
     store.register_task("sentiment", 1, {})
-    yield Env(db, store, LocalBlobStore(tmp_path / "blobs"), {"sentiment": small_task})
+    yield Env(db, store, LocalBlobStore(tmp_path / "blobs"), {"sentiment": small_task}, clock)
     db.dispose()
 
 
@@ -248,7 +255,9 @@ def test_platform_fault_in_the_factory_is_retried_not_stuck(env: Env) -> None:
     assert worker.work(burst=True).requeued == 1
     job = env.job(job_id)
     assert job.status == JobStatus.QUEUED and job.failure_code == "platform_error"
-    env.make_available(job_id)
+    assert job.available_at == env.clock.now() + timedelta(seconds=5)  # the worker's decision
+    assert worker.work(burst=True).done == 0  # still backing off
+    env.wait_out_back_off(job_id)
     assert worker.work(burst=True).done == 1
     assert env.job(job_id).status == JobStatus.DONE
 
@@ -311,15 +320,16 @@ def test_result_the_store_refuses_fails_the_job_instead_of_killing_the_worker(
 # -- lost workers ----------------------------------------------------------------------------
 def test_job_of_a_killed_worker_is_requeued_and_completed(env: Env) -> None:
     job_id = env.store.submit("sentiment", "m", FAKE)[1]
-    assert env.store.claim("killed-worker", lease_s=0.05).id == job_id  # never finishes
-    wait_for(lambda: env.job(job_id).lease_expires_at < utcnow(), "the lease to expire")
+    assert env.store.claim("killed-worker", lease_s=60).id == job_id  # never finishes
     worker = env.worker(factory_of(lambda spec: FakeModel(), []))
+    assert worker.work(burst=True).recovered == []  # the lease still runs
+    env.clock.advance(61)
     stats = worker.work(burst=True)
     assert stats.recovered == [job_id]
     job = env.job(job_id)
     assert job.status == JobStatus.QUEUED and job.failure_code == "worker_lost"
-    assert job.available_at > utcnow() - timedelta(seconds=1)  # backs off like any retry
-    env.make_available(job_id)
+    assert job.available_at == env.clock.now() + timedelta(seconds=5)  # backs off like any retry
+    env.wait_out_back_off(job_id)
     assert worker.work(burst=True).done == 1
     assert env.job(job_id).status == JobStatus.DONE
     with env.db.session() as session:
@@ -334,13 +344,14 @@ def test_job_of_a_killed_worker_is_requeued_and_completed(env: Env) -> None:
 
 def test_running_loop_recovers_stalled_jobs_without_burst(env: Env) -> None:
     job_id = env.store.submit("sentiment", "m", FAKE)[1]
-    env.store.claim("killed-worker", lease_s=0.05)
+    env.store.claim("killed-worker", lease_s=60)
     worker = env.worker(factory_of(lambda spec: FakeModel(), []))
     thread = threading.Thread(target=worker.work, daemon=True)
     thread.start()
     try:
+        env.clock.advance(61)  # the loop's next round finds the lease expired
         wait_for(lambda: env.job(job_id).status == JobStatus.QUEUED, "the requeue")
-        env.make_available(job_id)
+        env.wait_out_back_off(job_id)
         wait_for(lambda: env.job(job_id).status == JobStatus.DONE, "the rerun")
     finally:
         worker.stop()
@@ -352,7 +363,7 @@ def test_running_loop_recovers_stalled_jobs_without_burst(env: Env) -> None:
 def test_progress_is_visible_in_the_store_while_running(env: Env) -> None:
     gate = threading.Event()
     model_id, job_id = env.store.submit("sentiment", "slow", FAKE)
-    worker = env.worker(factory_of(lambda spec: FakeModel(gate=gate), []), lease_s=30)
+    worker = env.worker(factory_of(lambda spec: FakeModel(gate=gate), []))
     thread = threading.Thread(target=worker.work, kwargs={"burst": True}, daemon=True)
     thread.start()
     queries = Queries(env.db)
@@ -413,13 +424,15 @@ def test_a_worker_that_lost_its_lease_stops_the_job_and_records_nothing(
     gate = threading.Event()
     runtimes: list[FakeRuntime] = []
     _, job_id = env.store.submit("sentiment", "slow", FAKE)
-    worker = env.worker(factory_of(lambda spec: FakeModel(gate=gate), runtimes), lease_s=30)
+    worker = env.worker(factory_of(lambda spec: FakeModel(gate=gate), runtimes))
     thread = threading.Thread(target=worker.work, kwargs={"burst": True}, daemon=True)
     thread.start()
     try:
         wait_for(lambda: "round r1" in env.job(job_id).stage, "the job to run")
         with env.db.session() as session, session.begin():  # the other worker's claim
             session.execute(update(JobRow).where(JobRow.id == job_id).values(lease_owner="other"))
+        # The worker flags the loss before it logs it, so once the line is there the run
+        # stops at its next step whatever the threads' timing (the gate opens only now).
         wait_for(lambda: "lost the lease" in caplog.text, "the heartbeat to notice")
     finally:
         gate.set()

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import OperationalError
 
+from configs.vocabulary.clock import ManualClock
+from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.results import EvaluationResult, Failure
 from store.blobs import LocalBlobStore
 from store.db import Database
@@ -26,9 +28,14 @@ def lock_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> JobStore:
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: ManualClock) -> JobStore:
     db = Database(f"sqlite:///{tmp_path / 'db.sqlite3'}")
-    store = JobStore(db)
+    store = JobStore(db, clock)
     store.register_task("toy", 1, {})
     return store
 
@@ -56,7 +63,9 @@ def failing_worker(store, tmp_path: Path) -> Worker:  # type: ignore[no-untyped-
 
 
 def crash_result() -> EvaluationResult:
-    return EvaluationResult("toy", "failed", failure=Failure("crashed", "exited with code 3"))
+    return EvaluationResult(
+        "toy", "failed", failure=Failure(FailureCode.CRASHED, "exited with code 3")
+    )
 
 
 def test_an_unreachable_store_is_retried_until_the_outcome_is_recorded(
@@ -73,7 +82,7 @@ def test_an_unreachable_store_is_retried_until_the_outcome_is_recorded(
 
 
 def test_a_store_that_stays_down_leaves_the_job_to_its_lease(
-    store: JobStore, tmp_path: Path, lock_dir: Path
+    store: JobStore, clock: ManualClock, tmp_path: Path, lock_dir: Path
 ) -> None:
     store.submit("toy", "m", SPEC)
     job = store.claim("w1", lease_s=60)
@@ -81,6 +90,9 @@ def test_a_store_that_stays_down_leaves_the_job_to_its_lease(
     worker = failing_worker(flaky, tmp_path)
     worker.record(job, crash_result())  # returns: the worker lives on
     assert worker.stats.failed == 0 and flaky.calls >= 2
+    assert store.requeue_stalled(worker.retry_policy) == []  # the lease still runs
+    clock.advance(61)
+    assert store.requeue_stalled(worker.retry_policy) == [job.id]  # any worker recovers it
 
 
 def test_one_worker_id_per_host(lock_dir: Path) -> None:

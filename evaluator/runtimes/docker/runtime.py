@@ -6,15 +6,16 @@ CPU and pids limits, a read-only root with a size-capped ``/tmp`` tmpfs, uid/gid
 whatever the image says (images built to run as root run as 10001 too), no capabilities,
 no-new-privileges, and a size-capped json-file log. The evaluator reaches the model at the
 guard's IP on the internal network; nothing is published on the host. ``stop()`` removes
-both containers and the network, always; a watchdog does it if nobody calls ``stop()``.
+both containers and the network, always; a hard-stop timer does it if nobody calls ``stop()``.
 With ``remove_image_on_stop`` it then removes the image too (one the job itself loaded or
 pulled), unless another tag or a container still uses it.
+
+The cgroup readings and memory sampling live in ``cgroups``, the exit diagnosis in ``exits``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Iterable
@@ -23,25 +24,19 @@ from typing import Any
 
 import docker
 from docker.errors import APIError, DockerException, NotFound
+from docker.models.networks import Network
 from docker.types import Ulimit
 
 from configs.schema import Limits
 from configs.vocabulary.failures import FailureCode
 from evaluator.errors import EvaluationError
-from evaluator.runtimes.docker import sandbox
+from evaluator.runtimes.docker import exits, sandbox
+from evaluator.runtimes.docker.cgroups import ContainerCgroup, ResourceMeter, memory_limit_bytes
 from evaluator.runtimes.docker.engine_faults import classify
 from evaluator.runtimes.docker.images import ImageRef, check_size, image_ref, release
-from evaluator.runtimes.runtime import Endpoint, ResourceSample, Runtime, RuntimeInfo
-
-PORTS = {"v1": 8080, "dynalab2": 80}
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-# cgroup v2 names of the v1 files read here (the pids files are named alike in both)
-_CGROUP_V2_NAMES = {
-    "memory.usage_in_bytes": "memory.current",
-    "memory.oom_control": "memory.events",
-}
-_CGROUP_V2_KEYS = {"total_inactive_file": "inactive_file"}
-_DISK_FULL_MARKERS = ("No space left on device", "[Errno 28]", "ENOSPC")
+from evaluator.runtimes.runtime import ExitReason, ResourceSample, Runtime, RuntimeInfo
+from evaluator.transport.dialects import DEFAULT_DIALECT, get_dialect
+from evaluator.transport.endpoint import Endpoint
 
 
 class DockerRuntime(Runtime):
@@ -57,7 +52,7 @@ class DockerRuntime(Runtime):
         self,
         image: str,
         limits: Limits,
-        protocol: str = "v1",
+        protocol: str = DEFAULT_DIALECT,
         *,
         client: docker.DockerClient | None = None,
         label_owner: str = "dynaeval",
@@ -67,29 +62,26 @@ class DockerRuntime(Runtime):
         remove_image_on_stop: bool = False,
         own_tags: Iterable[str] = (),
     ) -> None:
-        if protocol not in PORTS:
-            raise ValueError(f"unknown protocol {protocol!r} (known: {', '.join(PORTS)})")
         self.image = image
         self.limits = limits
-        self.protocol = protocol
-        self.port = PORTS[protocol]
+        self.dialect = get_dialect(protocol)
+        self.port = self.dialect.default_port
         self.client = client or docker.from_env()
         self.owner = label_owner
         self.env = dict(env or {})
         self.guard_image = guard_image
         self.hard_timeout_s = hard_timeout_s or limits.startup_s + limits.total_s + 60.0
         self.run_id = sandbox.new_run_id()
-        self.ref = None
+        self.ref: ImageRef | None = None
         self.network_id: str | None = None
         self.guard_id: str | None = None
         self.container_id: str | None = None
         self.host: str | None = None
         self._lock = threading.RLock()
-        self._watchdog: threading.Timer | None = None
+        self._hard_stop_timer: threading.Timer | None = None
         self._final_logs: str | None = None
         self._final_state: dict[str, Any] | None = None
-        self._peak_bytes = 0
-        self._peak_pids = 0
+        self._meter = ResourceMeter(self.client)
         self._hard_stopped = False
         self.remove_image_on_stop = remove_image_on_stop
         self.own_tags = tuple(own_tags)
@@ -103,7 +95,7 @@ class DockerRuntime(Runtime):
                 raise RuntimeError("this runtime was already started")
             self.ref = self._present_image()
             check_size(self.ref, self.limits, self.client)
-            self._arm_watchdog()
+            self._arm_hard_stop_timer()
             try:
                 network = self._network()
                 self.network_id = network.id
@@ -120,7 +112,7 @@ class DockerRuntime(Runtime):
             except (APIError, DockerException) as exc:
                 self.stop()
                 raise classify(exc, FailureCode.START_FAILED, "starting the model") from None
-            return Endpoint(self.host, self.port, self.protocol)
+            return Endpoint(self.host, self.port, self.dialect)
 
     def _present_image(self) -> ImageRef:
         """The image, which another job may have removed since this one acquired it: that is
@@ -133,7 +125,7 @@ class DockerRuntime(Runtime):
                 f"the image left this worker before the model started ({exc.message})",
             ) from None
 
-    def _network(self):  # type: ignore[no-untyped-def]
+    def _network(self) -> Network:
         """The run's internal network; failing to make one is the platform's fault."""
         try:
             return sandbox.create_network(self.client, self.owner, self.run_id)
@@ -144,13 +136,13 @@ class DockerRuntime(Runtime):
 
     def _run_kwargs(self) -> dict[str, Any]:
         limits = self.limits
-        memory = int(limits.memory_gib * 1024**3)
+        memory = memory_limit_bytes(limits)
         log_size = max(64 * 1024, limits.max_log_bytes)
         return {
             "name": f"dynaeval-{self.run_id}-model",
             "detach": True,
             "network_mode": f"container:{self.guard_id}",
-            "user": f"{sandbox.SANDBOX_UID}:{sandbox.SANDBOX_UID}",
+            "user": sandbox.SANDBOX_USER,
             "environment": {
                 **self.env,
                 "PORT": str(self.port),
@@ -175,10 +167,11 @@ class DockerRuntime(Runtime):
             },
         }
 
-    def _arm_watchdog(self) -> None:
-        self._watchdog = threading.Timer(self.hard_timeout_s, self._hard_stop)
-        self._watchdog.daemon = True
-        self._watchdog.start()
+    def _arm_hard_stop_timer(self) -> None:
+        """Remove the sandbox after ``hard_timeout_s`` even if nobody calls ``stop()``."""
+        self._hard_stop_timer = threading.Timer(self.hard_timeout_s, self._hard_stop)
+        self._hard_stop_timer.daemon = True
+        self._hard_stop_timer.start()
 
     def _hard_stop(self) -> None:
         self._hard_stopped = True
@@ -187,9 +180,9 @@ class DockerRuntime(Runtime):
     def stop(self) -> None:
         """Keep the log tail and exit state, then remove model, guard and network. Idempotent."""
         with self._lock:
-            if self._watchdog is not None:
-                self._watchdog.cancel()
-                self._watchdog = None
+            if self._hard_stop_timer is not None:
+                self._hard_stop_timer.cancel()
+                self._hard_stop_timer = None
             if self.container_id is not None and self._final_logs is None:
                 with contextlib.suppress(DockerException):
                     self._final_state = self._state()
@@ -239,125 +232,26 @@ class DockerRuntime(Runtime):
         state = self._state()
         return bool(state and state.get("Running"))
 
-    def exit_reason(self) -> tuple[str, str] | None:
+    def exit_reason(self) -> ExitReason | None:
         """Why the model died or stopped answering: OOM, pids, disk, or its exit code."""
         if self._hard_stopped:
-            return (
-                FailureCode.TOTAL_TIMEOUT.value,
-                f"the sandbox's hard wall-clock limit of {self.hard_timeout_s:.0f} s was reached",
-            )
+            return exits.hard_timeout(self.hard_timeout_s)
         state = self._settled_state()
         if state is None:
             return None
-        running = bool(state.get("Running"))
-        memory_limit = int(self.limits.memory_gib * 1024**3)
-        oom_kills = self._cgroup_int("memory", "memory.oom_control", "oom_kill")
-        near_limit = self._peak_bytes >= 0.9 * memory_limit
-        exit_code = int(state.get("ExitCode") or 0)
-        if state.get("OOMKilled") or oom_kills or (not running and exit_code == 137 and near_limit):
-            return (
-                FailureCode.OOM_KILLED.value,
-                f"the model was killed for exceeding its memory limit of "
-                f"{self.limits.memory_gib:g} GiB",
-            )
-        if self._pids_exhausted():
-            return (
-                FailureCode.PIDS_EXHAUSTED.value,
-                f"the model hit its limit of {self.limits.pids} processes/threads",
-            )
-        if self._disk_full():
-            return (
-                FailureCode.DISK_FULL.value,
-                f"the model filled its {self.limits.tmpfs_mib} MiB /tmp",
-            )
-        if running:
-            return None
-        return FailureCode.CRASHED.value, f"the model exited with code {exit_code}"
-
-    def _cgroup_file(self, controller: str, name: str) -> Path | None:
-        """The container's cgroup file, v1 (per controller) or v2 (unified; the v1 name is
-        translated), for the cgroupfs and the systemd drivers."""
-        if self.container_id is None:
-            return None
-        groups = ("docker/" + self.container_id, f"system.slice/docker-{self.container_id}.scope")
-        unified = _CGROUP_V2_NAMES.get(name, name)
-        for group in groups:
-            for path in (CGROUP_ROOT / controller / group / name, CGROUP_ROOT / group / unified):
-                if path.exists():
-                    return path
-        return None  # another layout: callers fall back to the API
-
-    def _cgroup_int(self, controller: str, name: str, key: str | None = None) -> int:
-        path = self._cgroup_file(controller, name)
-        if path is None:
-            return 0
-        if key is not None and not path.is_relative_to(CGROUP_ROOT / controller):
-            key = _CGROUP_V2_KEYS.get(key, key)  # a unified (v2) file: its keys have v2 names
-        try:
-            text = path.read_text()
-        except OSError:
-            return 0
-        if key is None:
-            value = text.strip()
-            return int(value) if value.isdigit() else 0
-        for line in text.splitlines():
-            parts = line.split()
-            if len(parts) == 2 and parts[0] == key and parts[1].isdigit():
-                return int(parts[1])
-        return 0
-
-    def _pids_exhausted(self) -> bool:
-        limit = self.limits.pids
-        if self._cgroup_int("pids", "pids.events", "max") > 0:
-            return True
-        current = max(
-            self._cgroup_int("pids", "pids.peak"), self._cgroup_int("pids", "pids.current")
+        return exits.diagnose(
+            state,
+            self.limits,
+            ContainerCgroup(self.container_id),
+            self._meter,
+            current_state=self._state,
+            logs_tail=self.logs_tail,
         )
-        return max(current, self._peak_pids) >= limit
-
-    def _disk_full(self) -> bool:
-        state = self._state() or {}
-        pid = int(state.get("Pid") or 0)
-        if pid:
-            with contextlib.suppress(OSError):
-                vfs = os.statvfs(f"/proc/{pid}/root/tmp")
-                if vfs.f_blocks and vfs.f_bavail / vfs.f_blocks < 0.02:
-                    return True
-        logs = self.logs_tail(8192)
-        return any(marker in logs for marker in _DISK_FULL_MARKERS)
 
     # -- measurement ------------------------------------------------------------------------
     def sample_resources(self) -> ResourceSample | None:
-        """Memory of the container's cgroup minus page cache (cgroup v1 files, else the API)."""
-        usage = self._cgroup_file("memory", "memory.usage_in_bytes")
-        if usage is not None:
-            try:
-                total = int(usage.read_text())
-            except (OSError, ValueError):
-                return None
-            inactive = self._cgroup_int("memory", "memory.stat", "total_inactive_file")
-            rss = max(0, total - inactive)
-            self._peak_pids = max(self._peak_pids, self._cgroup_int("pids", "pids.current"))
-        else:
-            rss = self._api_memory()
-            if rss is None:
-                return None
-        self._peak_bytes = max(self._peak_bytes, rss)
-        return ResourceSample(rss)
-
-    def _api_memory(self) -> int | None:
-        if self.container_id is None:
-            return None
-        try:
-            stats = self.client.api.stats(self.container_id, stream=False)
-        except DockerException:
-            return None
-        memory = stats.get("memory_stats") or {}
-        if "usage" not in memory:
-            return None
-        detail = memory.get("stats") or {}
-        cache = detail.get("total_inactive_file", detail.get("inactive_file", 0))
-        return max(0, int(memory["usage"]) - int(cache))
+        """Memory of the container's cgroup minus page cache (cgroup files, else the API)."""
+        return self._meter.sample(self.container_id)
 
     def logs_tail(self, max_bytes: int = 8192) -> str:
         """The last ``max_bytes`` (never more than ``limits.max_log_bytes``) of the log."""
@@ -386,12 +280,12 @@ class DockerRuntime(Runtime):
                 "image_id": ref.image_id if ref else None,
                 "digest": ref.digest if ref else None,
                 "image_user": ref.user if ref else None,
-                "user": f"{sandbox.SANDBOX_UID}:{sandbox.SANDBOX_UID}",
-                "protocol": self.protocol,
+                "user": sandbox.SANDBOX_USER,
+                "protocol": self.dialect.name,
                 "port": self.port,
                 "network": "internal bridge + guard namespace (no egress)",
                 "limits": {
-                    "memory_bytes": int(self.limits.memory_gib * 1024**3),
+                    "memory_bytes": memory_limit_bytes(self.limits),
                     "swap": "off",
                     "cpus": self.limits.cpus,
                     "pids": self.limits.pids,
@@ -403,13 +297,3 @@ class DockerRuntime(Runtime):
                 "run_id": self.run_id,
             },
         )
-
-
-def cleanup_leftovers(owner: str, client: docker.DockerClient | None = None) -> int:
-    """Remove containers, networks and volumes labelled for ``owner`` (call on worker start)."""
-    return sandbox.cleanup_leftovers(owner, client)
-
-
-def pin_guard_image(client: docker.DockerClient | None = None) -> str:
-    """Resolve the guard image to its ID for the rest of this process (call on worker start)."""
-    return sandbox.pinned_image(client or docker.from_env(), sandbox.GUARD_IMAGE)

@@ -32,6 +32,8 @@ import uuid
 
 import docker
 from docker.errors import APIError, DockerException, NotFound
+from docker.models.containers import Container
+from docker.models.networks import Network
 
 from configs.vocabulary.failures import FailureCode
 from evaluator.errors import EvaluationError
@@ -43,6 +45,7 @@ ROLE = "dynaeval.role"
 GUARD_IMAGE = "dynaeval/python-base:latest"
 READY_LINE = "dynaeval-guard-ready"
 SANDBOX_UID = 10001
+SANDBOX_USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
 
 # Runs as root with NET_ADMIN (+ SETUID/SETGID/SETPCAP to drop them), then sleeps capless.
 _GUARD_SCRIPT = f"""set -eu
@@ -78,7 +81,7 @@ def labels(owner: str, run_id: str, role: str) -> dict[str, str]:
     return {MANAGED: "1", OWNER: owner, RUN: run_id, ROLE: role}
 
 
-def create_network(client: docker.DockerClient, owner: str, run_id: str):
+def create_network(client: docker.DockerClient, owner: str, run_id: str) -> Network:
     """An internal bridge network for one run (no outside route, no published ports)."""
     return client.networks.create(
         f"dynaeval-{run_id}",
@@ -108,6 +111,11 @@ def pinned_image(client: docker.DockerClient, name: str) -> str:
         return _PINNED[name]
 
 
+def pin_guard_image(client: docker.DockerClient | None = None) -> str:
+    """Resolve the guard image to its ID for the rest of this process (call on worker start)."""
+    return pinned_image(client or docker.from_env(), GUARD_IMAGE)
+
+
 def start_guard(
     client: docker.DockerClient,
     network_name: str,
@@ -115,7 +123,7 @@ def start_guard(
     run_id: str,
     image: str = GUARD_IMAGE,
     timeout_s: float = 20.0,
-):
+) -> Container:
     """Start the namespace-owning guard and wait until its rules are in place."""
     try:
         guard = client.containers.run(
@@ -156,7 +164,7 @@ def start_guard(
     raise EvaluationError(FailureCode.PLATFORM_ERROR, "the network guard was not ready in time")
 
 
-def guard_ip(guard, network_name: str) -> str:
+def guard_ip(guard: Container, network_name: str) -> str:
     """The guard's (hence the model's) IP address on the run's internal network."""
     guard.reload()
     networks = guard.attrs["NetworkSettings"]["Networks"]

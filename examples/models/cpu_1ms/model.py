@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -15,11 +16,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from dynaeval_server import serve  # noqa: E402
 
 
-def burn_cpu(seconds: float) -> None:
+def burn_cpu(
+    seconds: float,
+    cpu_clock: Callable[[], float] = time.process_time,
+    wall_clock: Callable[[], float] = time.perf_counter,
+) -> None:
     """Busy-loop until this process has used ``seconds`` more CPU time (and wall time)."""
-    cpu_end = time.process_time() + seconds
-    wall_end = time.perf_counter() + seconds
-    while time.process_time() < cpu_end or time.perf_counter() < wall_end:
+    cpu_end = cpu_clock() + seconds
+    wall_end = wall_clock() + seconds
+    while cpu_clock() < cpu_end or wall_clock() < wall_end:
         pass
 
 
