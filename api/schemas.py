@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from marshmallow import INCLUDE, Schema, fields, validate
 
-from evaluator.transport.dialects import DEFAULT_DIALECT, DIALECTS
+from evaluator.transport.dialects import DEFAULT_DIALECT, dialect_choices
 
 NAME = validate.Regexp(
     r"^[A-Za-z0-9][A-Za-z0-9 ._\-]{0,127}$", error="1-128 letters, digits, ' ._-'"
 )
-PROTOCOL = validate.OneOf(DIALECTS.names())
+PROTOCOL = validate.OneOf(dialect_choices())
 
 
 # -- requests --------------------------------------------------------------------------------

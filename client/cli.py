@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from client import commands
-from evaluator.transport.dialects import DEFAULT_DIALECT, DIALECTS
+from evaluator.transport.dialects import DEFAULT_DIALECT, dialect_choices
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,7 +98,7 @@ def _evaluate(sub: Subparsers) -> None:
         default=None,
         help="default: process for a .py file or command, url for http://, else docker",
     )
-    evaluate.add_argument("--protocol", choices=DIALECTS.names(), default=DEFAULT_DIALECT)
+    evaluate.add_argument("--protocol", choices=dialect_choices(), default=DEFAULT_DIALECT)
     evaluate.add_argument(
         "--save-predictions",
         type=Path,
@@ -118,7 +118,7 @@ def _submit(sub: Subparsers) -> None:
     )
     submit.add_argument("--task", required=True, help="a task name (see `dynaeval tasks`)")
     submit.add_argument("--name", required=True)
-    submit.add_argument("--protocol", choices=DIALECTS.names(), default=DEFAULT_DIALECT)
+    submit.add_argument("--protocol", choices=dialect_choices(), default=DEFAULT_DIALECT)
     submit.add_argument("--server", help="API base URL, e.g. http://127.0.0.1:8000")
     submit.add_argument(
         "--wait",

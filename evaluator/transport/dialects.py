@@ -98,6 +98,11 @@ for _dialect in (ProtocolV1(), Dynalab2()):
 DEFAULT_DIALECT = ProtocolV1.name
 
 
+def dialect_choices() -> list[str]:
+    """Dialect names for a flag or a schema, the default first."""
+    return [DEFAULT_DIALECT, *(name for name in DIALECTS.names() if name != DEFAULT_DIALECT)]
+
+
 def get_dialect(name: str) -> Dialect:
     """The dialect called ``name`` (UnknownName, a ValueError, with a suggestion otherwise)."""
     return DIALECTS.get(name)
