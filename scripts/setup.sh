@@ -21,6 +21,14 @@ if [[ ! -f /usr/share/wordnet/index.noun ]]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends wordnet-base
 fi
 
+# PostgreSQL server binaries: the tests start a throwaway cluster (tests/postgres.py) so the
+# store's contract suite and the migrations run on PostgreSQL as well as SQLite.
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    log "installing postgresql"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends postgresql
+fi
+
 PYTHON="${PYTHON:-python3}"
 # The stamp records a finished install of this checkout; pyproject changes redo it.
 if [[ ! -f .setup-stamp || pyproject.toml -nt .setup-stamp ]]; then

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -32,6 +33,7 @@ from evaluator.transport.endpoint import Endpoint
 from store.blobs import LocalBlobStore
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+BACKENDS = ("sqlite", "postgresql")
 SERVERS = FIXTURES / "servers"
 V1_SERVER = SERVERS / "v1_server.py"
 DYNALAB2_SERVER = SERVERS / "dynalab2_server.py"
@@ -170,3 +172,35 @@ def _private_worker_locks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         os.environ.pop("DYNAEVAL_LOCK_DIR", None)
     else:
         os.environ["DYNAEVAL_LOCK_DIR"] = previous
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip where a component is absent; fail where every component is required (CI:
+    scripts/test.sh sets DYNAEVAL_REQUIRE_DOCKER, and with it every real component)."""
+    if os.environ.get("DYNAEVAL_REQUIRE_DOCKER") == "1":
+        pytest.fail(f"required here: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Any]:
+    """A throwaway PostgreSQL cluster for the whole session (tests/postgres.py)."""
+    from tests.postgres import running_cluster, server_bin
+
+    if server_bin() is None:
+        skip_or_fail("Debian's postgresql package is not installed (scripts/setup.sh installs it)")
+    root = Path(tempfile.mkdtemp(prefix="dynaeval-pg-"))  # short: the socket path has a limit
+    with running_cluster(root) as cluster:
+        yield cluster
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database on each backend production runs: a SQLite file, and a new
+    database in the session's PostgreSQL cluster."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.sqlite3'}"
+        return
+    cluster = request.getfixturevalue("postgres_cluster")
+    with cluster.fresh_database() as url:
+        yield url

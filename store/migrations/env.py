@@ -20,8 +20,11 @@ def run_migrations_online() -> None:
     if not url:
         raise RuntimeError("alembic needs a connection or sqlalchemy.url")
     engine = create_engine(url)
-    with engine.begin() as conn:
-        _run(conn)
+    try:
+        with engine.begin() as conn:
+            _run(conn)
+    finally:
+        engine.dispose()  # the command owns this engine: leave no pooled connection behind
 
 
 def _run(connection: Connection) -> None:

@@ -1,9 +1,8 @@
-"""Alembic migrations: applied to an empty SQLite file they give exactly the models' schema,
-and a downgrade/upgrade round trip works."""
+"""Alembic migrations: applied to an empty database on each backend (a SQLite file and a
+throwaway PostgreSQL cluster) they give exactly the models' schema, and a downgrade/upgrade
+round trip works."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -15,10 +14,6 @@ from store.db import Database, alembic_config, make_engine, migrate
 from store.models import Base
 
 TABLES = {"tasks", "models", "jobs", "job_attempts", "results", "scores"}
-
-
-def _url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'migrations.sqlite3'}"
 
 
 def _diff(engine) -> list:  # type: ignore[no-untyped-def]
@@ -36,17 +31,17 @@ def _current(engine) -> str | None:  # type: ignore[no-untyped-def]
         return MigrationContext.configure(connection).get_current_revision()
 
 
-def test_upgrade_head_on_empty_sqlite_matches_the_models(tmp_path: Path) -> None:
-    engine = make_engine(_url(tmp_path))
+def test_upgrade_head_on_an_empty_database_matches_the_models(database_url: str) -> None:
+    engine = make_engine(database_url)
     migrate(engine)
     assert set(inspect(engine).get_table_names()) >= TABLES
-    assert _current(engine) == _head(_url(tmp_path))
+    assert _current(engine) == _head(database_url)
     assert _diff(engine) == []
     engine.dispose()
 
 
-def test_unique_score_key_exists_in_the_migrated_schema(tmp_path: Path) -> None:
-    engine = make_engine(_url(tmp_path))
+def test_unique_score_key_exists_in_the_migrated_schema(database_url: str) -> None:
+    engine = make_engine(database_url)
     migrate(engine)
     uniques = inspect(engine).get_unique_constraints("scores")
     columns = {tuple(u["column_names"]) for u in uniques}
@@ -65,8 +60,8 @@ def test_unique_score_key_exists_in_the_migrated_schema(tmp_path: Path) -> None:
     engine.dispose()
 
 
-def test_downgrade_base_then_upgrade_head_round_trip(tmp_path: Path) -> None:
-    url = _url(tmp_path)
+def test_downgrade_base_then_upgrade_head_round_trip(database_url: str) -> None:
+    url = database_url
     config = alembic_config(url)
     command.upgrade(config, "head")
     command.downgrade(config, "base")
@@ -81,8 +76,8 @@ def test_downgrade_base_then_upgrade_head_round_trip(tmp_path: Path) -> None:
     engine.dispose()
 
 
-def test_migrate_is_idempotent_and_database_opens_twice(tmp_path: Path) -> None:
-    url = _url(tmp_path)
+def test_migrate_is_idempotent_and_database_opens_twice(database_url: str) -> None:
+    url = database_url
     first = Database(url)
     first.dispose()
     second = Database(url)  # the embedded default runs migrations on every start
@@ -90,8 +85,8 @@ def test_migrate_is_idempotent_and_database_opens_twice(tmp_path: Path) -> None:
     second.dispose()
 
 
-def test_every_revision_has_a_downgrade(tmp_path: Path) -> None:
-    script = ScriptDirectory.from_config(alembic_config(_url(tmp_path)))
+def test_every_revision_has_a_downgrade() -> None:
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
     revisions = list(script.walk_revisions())
     assert revisions, "no migration found"
     for revision in revisions:

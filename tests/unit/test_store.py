@@ -1,4 +1,5 @@
-"""The job store contract on a real SQLite file: submit, claim with a lease, heartbeat,
+"""The job store contract on both production backends (a SQLite file and a throwaway
+PostgreSQL cluster, where claims take the ``FOR UPDATE SKIP LOCKED`` branch): submit, claim with a lease, heartbeat,
 finish in one transaction, fail / retry, requeue stalled jobs, and the read-side queries.
 
 Time is a ManualClock: leases expire and back-offs pass when a test advances it, never by
@@ -8,8 +9,8 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select, update
@@ -34,8 +35,8 @@ RUNTIME = {"kind": "docker", "image": "example/model:1", "protocol": "v1"}
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Database:
-    database = Database(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+def db(database_url: str) -> Iterator[Database]:
+    database = Database(database_url)
     yield database
     database.dispose()
 
@@ -185,8 +186,8 @@ def test_claim_skips_jobs_not_yet_available(
     assert claim(store).id == job_id
 
 
-def test_concurrent_claims_never_share_a_job(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'race.sqlite3'}"
+def test_concurrent_claims_never_share_a_job(database_url: str) -> None:
+    url = database_url
     setup = Database(url)
     store = JobStore(setup)
     store.register_task("sentiment", 1, {})

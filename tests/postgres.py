@@ -1,0 +1,98 @@
+"""A throwaway PostgreSQL cluster for the tests: Debian's server binaries, a data folder in
+a temp directory, listening on a free loopback port, stopped (and its files removed) when
+the session ends. Each test gets a fresh database in it.
+
+Nothing here downloads anything; without Debian's ``postgresql`` package the tests that
+need it skip locally and fail in CI (see ``components.skip_or_fail``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+
+from evaluator.runtimes.process import free_port
+
+_BIN_ROOT = Path("/usr/lib/postgresql")
+_RUN_AS = "postgres"  # initdb refuses to run as root
+
+
+def server_bin() -> Path | None:
+    """The newest installed server's bin folder (holding initdb and pg_ctl), if any."""
+    if not _BIN_ROOT.is_dir():
+        return None
+    versions = sorted(
+        (p for p in _BIN_ROOT.iterdir() if (p / "bin" / "initdb").exists()),
+        key=lambda p: int(p.name) if p.name.isdigit() else 0,
+    )
+    return versions[-1] / "bin" if versions else None
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A running cluster: its port and how to reach a database in it."""
+
+    port: int
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+    @contextlib.contextmanager
+    def fresh_database(self) -> Iterator[str]:
+        """The URL of a new, empty database, dropped afterwards."""
+        name = f"t_{uuid.uuid4().hex[:16]}"
+        admin = create_engine(self.url(), isolation_level="AUTOCOMMIT")
+        try:
+            with admin.connect() as connection:
+                connection.execute(text(f'CREATE DATABASE "{name}"'))
+            yield self.url(name)
+            with admin.connect() as connection:
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        finally:
+            admin.dispose()
+
+
+def _as_server_user(command: list[str]) -> list[str]:
+    if os.geteuid() != 0:
+        return command
+    return ["runuser", "-u", _RUN_AS, "--", *command]
+
+
+@contextlib.contextmanager
+def running_cluster(root: Path) -> Iterator[Cluster]:
+    """Start a cluster under ``root`` (trust auth on loopback only); stop it on exit."""
+    binaries = server_bin()
+    if binaries is None:
+        raise FileNotFoundError("Debian's postgresql package is not installed")
+    data = root / "data"
+    data.mkdir(parents=True)
+    if os.geteuid() == 0:
+        shutil.chown(root, _RUN_AS)
+        shutil.chown(data, _RUN_AS)
+    port = free_port()
+    initdb = [str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"]
+    subprocess.run(_as_server_user([*initdb, "--no-sync"]), check=True, capture_output=True)
+    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off"
+    pg_ctl = [str(binaries / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log")]
+    subprocess.run(
+        _as_server_user([*pg_ctl, "-o", options, "-w", "-t", "60", "start"]),
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield Cluster(port)
+    finally:
+        subprocess.run(
+            _as_server_user([*pg_ctl, "-m", "immediate", "-w", "stop"]),
+            check=False,
+            capture_output=True,
+        )
+        shutil.rmtree(root, ignore_errors=True)
