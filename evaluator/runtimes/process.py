@@ -7,11 +7,13 @@ untrusted submissions). Memory is the RSS of the whole process tree, via psutil.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shlex
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import weakref
@@ -27,6 +29,18 @@ from evaluator.transport.dialects import DEFAULT_DIALECT, get_dialect
 from evaluator.transport.endpoint import Endpoint
 
 _TREE_REFRESH_S = 1.0
+
+
+_PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL it when the thread that started it dies, so a
+    worker killed with ``kill -9`` mid-job leaves no model process behind. Prepared in the
+    parent (the libc handle) so the child only makes one system call."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def free_port() -> int:
@@ -78,6 +92,7 @@ class ProcessRuntime(Runtime):
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_die_with_parent,  # one prepared libc call: safe beside threads
         )
         return Endpoint("127.0.0.1", self.port, self.dialect)
 

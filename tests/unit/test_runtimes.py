@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -214,3 +216,34 @@ def test_factory_builds_process_and_url_runtimes(tmp_path: Path) -> None:
 def test_factory_rejects_bad_specs(spec: dict) -> None:
     with pytest.raises(ValueError):
         parse_runtime_spec(spec)
+
+
+# -- an owner killed with kill -9 ------------------------------------------------------------
+_OWNER = """
+import sys, time
+from evaluator.runtimes.process import ProcessRuntime
+runtime = ProcessRuntime(sys.argv[1:])
+runtime.start()
+print(runtime._proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_model_process_dies_with_the_worker_that_started_it(tmp_path: Path) -> None:
+    """A worker killed with SIGKILL mid-job runs no cleanup; the model must not outlive it."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", _OWNER, *server_command(V1_SERVER, "ok")],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        model_pid = int(owner.stdout.readline())  # type: ignore[union-attr]
+        assert not gone(model_pid)
+        owner.kill()
+        owner.wait(timeout=30)
+        wait_until(lambda: gone(model_pid), 10.0, "the orphaned model process to exit")
+    finally:
+        owner.kill()
+        owner.wait(timeout=30)
+        owner.stdout.close()  # type: ignore[union-attr]
