@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from flask import Flask, redirect
+from collections.abc import Iterable
+
+from flask import Flask
 from flask_smorest import Api
 from werkzeug.wrappers import Response
 
-from api import errors
+from api import auth, errors
+from api.accounts import blp as accounts_blp
+from api.pages import downloads, pages
+from api.pages import index as pages_index
 from api.routes import blp
 from api.schemas import ErrorSchema
 from api.service import Service
@@ -18,8 +23,9 @@ class DynaevalApi(Api):
     ERROR_SCHEMA = ErrorSchema
 
 
-def create_app(service: Service) -> Flask:
-    """A Flask app serving ``service`` under ``/api/v1`` with its OpenAPI document."""
+def create_app(service: Service, allowed_hosts: Iterable[str] | None = None) -> Flask:
+    """A Flask app serving ``service`` under ``/api/v1`` with its OpenAPI document,
+    answering only for ``allowed_hosts`` (default: loopback names, any port)."""
     app = Flask(__name__)
     app.config.update(
         API_TITLE="Dynaeval",
@@ -29,15 +35,20 @@ def create_app(service: Service) -> Flask:
         OPENAPI_JSON_PATH="openapi.json",
         MAX_CONTENT_LENGTH=max(t.limits.max_image_bytes for t in service.tasks.values()) + 2**20,
         JSON_SORT_KEYS=False,
+        API_SPEC_OPTIONS={"components": {"securitySchemes": auth.SECURITY_SCHEMES}},
     )
     app.extensions["dynaeval"] = service
     api = DynaevalApi(app)
     api.register_blueprint(blp)
+    api.register_blueprint(accounts_blp)
+    api.register_blueprint(downloads)
+    app.register_blueprint(pages)
+    auth.install(app, allowed_hosts)
     errors.install(app)
     app.add_url_rule("/", "index", index)
     return app
 
 
-def index() -> Response:
-    """The API's entry point: the task list."""
-    return redirect("/api/v1/tasks")
+def index() -> Response | str:
+    """The entry point: the task list page in a browser, ``/api/v1/tasks`` for API clients."""
+    return pages_index()

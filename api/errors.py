@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from flask import Flask, jsonify
 from flask.typing import ResponseReturnValue
@@ -14,9 +15,12 @@ log = logging.getLogger(__name__)
 class ApiError(Exception):
     """A client error with a machine-readable code and a sentence."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
+        self.headers = dict(headers or {})  # e.g. Retry-After on a 429
 
 
 def error_body(code: str, message: str, details: object | None = None) -> dict:
@@ -31,7 +35,7 @@ def install(app: Flask) -> None:
 
     @app.errorhandler(ApiError)
     def _api_error(exc: ApiError) -> ResponseReturnValue:
-        return jsonify(error_body(exc.code, exc.message)), exc.status
+        return jsonify(error_body(exc.code, exc.message)), exc.status, exc.headers
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> ResponseReturnValue:
@@ -43,12 +47,23 @@ def install(app: Flask) -> None:
         message = exc.description or exc.name
         if details:
             message = f"invalid request: {_first_problem(details)}"
-        return jsonify(error_body(code, message, details)), exc.code or 500
+        return jsonify(error_body(code, message, details)), exc.code or 500, _headers(exc)
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> ResponseReturnValue:
         log.exception("unhandled error")
         return jsonify(error_body("internal_error", "an unexpected error occurred")), 500
+
+
+def _headers(exc: HTTPException) -> list[tuple[str, str]]:
+    """The exception's own headers (``Allow`` on a 405, ``Retry-After`` on a 429 or 503,
+    ``WWW-Authenticate`` on a 401...) without its HTML content type."""
+    headers = [(k, v) for k, v in exc.get_headers() if k.lower() != "content-type"]
+    data = getattr(exc, "data", None)  # flask-smorest's abort(..., headers=...)
+    extra = data.get("headers") if isinstance(data, dict) else None
+    if isinstance(extra, Mapping):
+        headers += [(str(k), str(v)) for k, v in extra.items()]
+    return headers
 
 
 def _first_problem(details: object) -> str:

@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from itertools import chain, repeat
+from operator import itemgetter
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
-from dynascore.dynascore import compute
+from dynascore.dynascore import (
+    effective_weights,
+    ranking_order,
+    ranks,
+    units_of,
+    utilities,
+    weighted_scores,
+)
+from dynascore.stability import CONFIDENCE, WEIGHT_RANGE, flip_weights, tie_groups
 from dynascore.weights import Weights
 
 
@@ -30,69 +42,262 @@ def leaderboard(
     instance_memory_gib: float | None = None,
     current_hashes: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Ranked models with their axes, units and per-round breakdown. With the task's
-    ``current_hashes``, a model scored on other data is marked partial (it is re-scored)."""
-    memory = instance_memory_gib or task.instance_memory_gib
-    complete = [row for row in rows if all(_finite(row.get(axis)) for axis in AXES)]
-    incomplete = [row for row in rows if row not in complete]
-    ranked: list[dict[str, Any]] = []
-    attrs: Mapping[str, Any] = {}
-    if complete:
-        table = pd.DataFrame(
-            [{axis: float(row[axis]) for axis in AXES} for row in complete],
-            index=[row["model_id"] for row in complete],
+    """Ranked models with their axes, units and per-round breakdown, their tie groups at
+    95 % and, per adjacent pair, the one-axis weight change that would swap it. With the
+    task's ``current_hashes``, a model scored on other data is marked partial (it is
+    re-scored). Field meanings: ``api.schemas.LeaderboardSchema``, ``dynascore.stability``.
+
+    Linear in the number of models apart from the O(n log n) sort (a list-membership test
+    here made it quadratic): :func:`prepare_board` then :meth:`PreparedBoard.render`."""
+    return prepare_board(task, rows, instance_memory_gib, current_hashes).render(weights)
+
+
+@dataclass(frozen=True)
+class PreparedBoard:
+    """Everything of a leaderboard that does not depend on the viewer's weights, for one
+    read of the rows: entries without rank, Dynascore and tie fields, units and AMRS (they
+    depend on the models and the instance memory only), performance intervals, unranked
+    rows. ``render`` is the per-weights part: vectorised scoring, then one dict copy per
+    model. A caller may keep a board while the rows do not change (e.g. keyed by a results
+    version) and render it for every weights query; rendered boards share nested lists and
+    dicts with the prepared one, so they are read-only."""
+
+    task: TaskSpec
+    instance_memory_gib: float
+    ids: pd.Index
+    performance: np.ndarray
+    units: pd.DataFrame
+    amrs: dict[str, float | None]
+    entries: list[dict[str, Any]]
+    performance_ci: pd.DataFrame
+    unranked: list[dict[str, Any]]
+    rates: pd.Series = field(repr=False)
+
+    def render(self, weights: Weights) -> dict[str, Any]:
+        """The leaderboard JSON under ``weights``."""
+        ranked: list[dict[str, Any]] = []
+        groups: list[dict[str, Any]] = []
+        flips: list[dict[str, Any]] = []
+        if len(self.ids):
+            ranking = self._ranking(weights)
+            ranked, groups = self._ranked(ranking)
+            flips = _flips(ranking, weights)
+        return {
+            "task": self.task.name,
+            "metric": self.task.metric,
+            "weights": weights.to_dict(),
+            "instance_memory_gib": self.instance_memory_gib,
+            "amrs": dict(self.amrs),
+            "models": ranked,
+            "unranked": self.unranked,
+            "rounds": [r.name for r in self.task.rounds],
+            "tie_confidence": CONFIDENCE,
+            "tie_groups": groups,
+            "flip_weight_range": list(WEIGHT_RANGE),
+            "flip_weights": flips,
+        }
+
+    def _ranking(self, weights: Weights) -> pd.DataFrame:
+        """What ``dynascore.compute`` returns, for the columns the stability figures read
+        (the same functions compute the scores, ranks and order)."""
+        shares = effective_weights(weights, self.rates)
+        scores = weighted_scores(self.units, shares)
+        order = ranking_order(scores, self.performance)
+        columns = {f"{axis}_units": self.units[axis].to_numpy()[order] for axis in AXES}
+        ranking = pd.DataFrame(
+            {
+                "position": order,
+                "dynascore": scores[order],
+                "rank": ranks(scores)[order],
+                "performance": self.performance[order],
+                **columns,
+            },
+            index=self.ids[order],
         )
-        scored = compute(table, weights, instance_memory_gib=memory)
-        attrs = scored.attrs
-        by_id = {row["model_id"]: row for row in complete}
-        for model_id, line in scored.iterrows():
-            ranked.append(_entry(by_id[str(model_id)], line, current_hashes))
-    return {
-        "task": task.name,
-        "metric": task.metric,
-        "weights": weights.to_dict(),
-        "instance_memory_gib": memory,
-        "amrs": _clean(dict(attrs.get("amrs", {}))) if attrs else {},
-        "models": ranked,
-        "unranked": [
-            {
-                "model_id": row["model_id"],
-                "name": row["name"],
-                "reason": "missing axes: " + ", ".join(a for a in AXES if not _finite(row.get(a))),
-            }
-            for row in incomplete
-        ],
-        "rounds": [r.name for r in task.rounds],
-    }
+        ranking.attrs = {"weights": shares}
+        return ranking
+
+    def _ranked(self, ranking: pd.DataFrame) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The entries in ranking order with their rank, Dynascore and tie fields; groups."""
+        stable = tie_groups(ranking, self.performance_ci)
+        rank_of = ranking["rank"].tolist()
+        scores = list(map(round, ranking["dynascore"].tolist(), repeat(6)))
+        group_of = stable["tie_group"].tolist()
+        bounds = np.column_stack([stable["dynascore_low"], stable["dynascore_high"]])
+        intervals = np.round(bounds, 6).tolist()
+        static = map(self.entries.__getitem__, ranking["position"].tolist())
+        known = stable["has_interval"].tolist()
+        columns = zip(static, rank_of, scores, group_of, intervals, known, strict=True)
+        entries = [  # {**entry, ...} keeps the key order: the keys are already there
+            {**entry, "rank": r, "dynascore": d, "tie_group": g, "dynascore_ci": ci if k else None}
+            for entry, r, d, g, ci, k in columns
+        ]
+        return entries, _groups(ranking.index.tolist(), group_of, rank_of)
 
 
-def _entry(
-    row: dict[str, Any], line: pd.Series, current_hashes: dict[str, str] | None
-) -> dict[str, Any]:
-    entry = {
-        "rank": int(line["rank"]),
-        "model_id": row["model_id"],
-        "name": row["name"],
-        "dynascore": round(float(line["dynascore"]), 6),
-        **{axis: row[axis] for axis in AXES},
-        "memory_peak": row.get("memory_peak"),
-        "units": _clean({axis: line[f"{axis}_units"] for axis in AXES}),
-        "rounds": [
-            {
-                "round": r["round"],
-                "performance": r["performance"],
-                "performance_ci": r.get("performance_ci"),
-            }
-            for r in row.get("rounds", [])
-        ],
-        "performance_ci": row.get("performance_ci"),
-    }
-    if current_hashes is not None:
-        scored_on = row.get("dataset_hashes") or {}
-        stale = sorted(k for k, v in current_hashes.items() if scored_on.get(k) != v)
-        entry["partial"] = bool(stale)
-        entry["not_scored_on"] = stale
-    return entry
+def prepare_board(
+    task: TaskSpec,
+    rows: list[dict[str, Any]],
+    instance_memory_gib: float | None = None,
+    current_hashes: dict[str, str] | None = None,
+) -> PreparedBoard:
+    """The weight-independent part of ``task``'s leaderboard over ``rows`` (one per model,
+    as ``Queries.leaderboard_rows`` returns them)."""
+    memory = instance_memory_gib or task.instance_memory_gib
+    values, complete, incomplete = _split(rows)
+    ids = pd.Index([row["model_id"] for row in complete], dtype=object)
+    table = pd.DataFrame(values, index=ids, columns=list(AXES))
+    unranked = [
+        {
+            "model_id": row["model_id"],
+            "name": row["name"],
+            "reason": "missing axes: " + ", ".join(a for a in AXES if not _finite(row.get(a))),
+        }
+        for row in incomplete
+    ]
+    if not complete:
+        empty = pd.DataFrame(columns=list(AXES), dtype=float)
+        return PreparedBoard(
+            task, memory, ids, np.zeros(0), empty, {}, [], empty, unranked, pd.Series(dtype=float)
+        )
+    units, rates = units_of(utilities(table, memory))  # checks: unique ids, finite axes
+    unit_rows = _nullable(units.to_numpy(dtype=float))
+    hashes = sorted(current_hashes.items()) if current_hashes is not None else []
+    p, t, m, r, f = AXES
+    entries = []
+    for i, row in enumerate(complete):
+        entry = {
+            "rank": None,
+            "model_id": row["model_id"],
+            "name": row["name"],
+            "dynascore": None,
+            p: row[p],
+            t: row[t],
+            m: row[m],
+            r: row[r],
+            f: row[f],
+            "memory_peak": row.get("memory_peak"),
+            "units": dict(zip(AXES, unit_rows[i], strict=True)),
+            "rounds": [
+                {
+                    "round": one["round"],
+                    "performance": one["performance"],
+                    "performance_ci": one.get("performance_ci"),
+                }
+                for one in row.get("rounds", [])
+            ],
+            "performance_ci": row.get("performance_ci"),
+            "tie_group": None,
+            "dynascore_ci": None,
+        }
+        if current_hashes is not None:
+            scored_on = row.get("dataset_hashes") or {}
+            stale = (
+                []
+                if scored_on == current_hashes
+                else [k for k, v in hashes if scored_on.get(k) != v]
+            )
+            entry["partial"] = bool(stale)
+            entry["not_scored_on"] = stale
+        entries.append(entry)
+    return PreparedBoard(
+        task=task,
+        instance_memory_gib=memory,
+        ids=ids,
+        performance=values[:, 0].copy(),
+        units=units,
+        amrs=_clean({axis: float(rates[axis]) for axis in AXES}),
+        entries=entries,
+        performance_ci=_performance_ci(complete, ids),
+        unranked=unranked,
+        rates=rates,
+    )
+
+
+_NUMBERS = {int, float}
+
+
+def _split(
+    rows: list[dict[str, Any]],
+) -> tuple[np.ndarray, list[dict[str, Any]], list[dict[str, Any]]]:
+    """The axis matrix of the complete rows, the complete rows and the incomplete ones
+    (an axis missing, None, not a number or not finite), each in the given order."""
+    cells: list[Any] | None
+    try:
+        cells = list(map(itemgetter(*AXES), rows))
+    except KeyError:  # a row lacks an axis: the slow path below sorts it out
+        cells = None
+    if cells is not None and set(map(type, chain.from_iterable(cells))) <= _NUMBERS:
+        matrix = np.array(cells, dtype=float).reshape(len(rows), len(AXES))
+        finite = np.isfinite(matrix).all(axis=1)
+        if finite.all():
+            return matrix, list(rows), []
+        keep = finite.tolist()
+        return (
+            matrix[finite],
+            [row for row, ok in zip(rows, keep, strict=True) if ok],
+            [row for row, ok in zip(rows, keep, strict=True) if not ok],
+        )
+    complete: list[dict[str, Any]] = []
+    incomplete: list[dict[str, Any]] = []
+    for row in rows:
+        (complete if all(_finite(row.get(axis)) for axis in AXES) else incomplete).append(row)
+    matrix = np.array([[float(row[axis]) for axis in AXES] for row in complete], dtype=float)
+    return matrix.reshape(len(complete), len(AXES)), complete, incomplete
+
+
+def _groups(ids: list[str], group_of: list[int], rank_of: list[int]) -> list[dict[str, Any]]:
+    """One object per tie group, top first: its number, its models and their rank range."""
+    cuts = (np.flatnonzero(np.diff(np.asarray(group_of))) + 1).tolist()
+    starts, ends = [0, *cuts], [*cuts, len(ids)]
+    return [
+        {"group": group_of[s], "model_ids": ids[s:e], "rank_range": [rank_of[s], rank_of[e - 1]]}
+        for s, e in zip(starts, ends, strict=True)
+    ]
+
+
+def _nullable(values: np.ndarray) -> list[Any]:
+    """``values`` as nested Python lists, NaN and infinities as None."""
+    cells = values.astype(object)
+    cells[~np.isfinite(values)] = None
+    result: list[Any] = cells.tolist()
+    return result
+
+
+def _performance_ci(rows: list[dict[str, Any]], index: pd.Index) -> pd.DataFrame:
+    """Each row's overall performance interval as ``low``/``high`` (NaN when not known:
+    missing, not two finite numbers, or low above high)."""
+    given = [row.get("performance_ci") for row in rows]
+    try:  # the usual case, every row has [low, high]: one conversion
+        bounds = np.array(given, dtype=float).reshape(len(rows), 2)
+    except (TypeError, ValueError):
+        bounds = np.array([_interval(value) for value in given], dtype=float)
+    bounds = bounds.reshape(len(rows), 2)
+    bad = ~np.isfinite(bounds).all(axis=1) | (bounds[:, 0] > bounds[:, 1])
+    bounds[bad] = np.nan
+    return pd.DataFrame(bounds, index=index, columns=["low", "high"])
+
+
+def _interval(value: Any) -> tuple[float, float]:
+    if isinstance(value, list | tuple) and len(value) == 2 and all(map(_finite, value)):
+        return float(value[0]), float(value[1])
+    return math.nan, math.nan
+
+
+def _flips(scored: pd.DataFrame, weights: Weights) -> list[dict[str, Any]]:
+    """Per adjacent pair, the one-axis weight change that swaps it (nulls when none does)."""
+    table = flip_weights(scored, weights)
+    numbers = _nullable(table[["weight", "delta"]].to_numpy(dtype=float))
+    return [
+        {"above": above, "below": below, "axis": axis, "weight": pair[0], "delta": pair[1]}
+        for above, below, axis, pair in zip(
+            table["above"].tolist(),
+            table["below"].tolist(),
+            table["axis"].tolist(),
+            numbers,
+            strict=True,
+        )  # fmt: skip
+    ]
 
 
 def _finite(value: Any) -> bool:

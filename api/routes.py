@@ -10,6 +10,8 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 from marshmallow import Schema, ValidationError
 
+from api.auth import PUBLIC, READ, SUBMIT, access, accounts, principal
+from api.compare import ComparisonSchema, compare
 from api.errors import ApiError
 from api.leaderboard import leaderboard, viewer_weights
 from api.schemas import (
@@ -28,12 +30,14 @@ from api.schemas import (
     TaskListSchema,
     TaskSchema,
     TaskSubmissionListQuerySchema,
+    check_weights_syntax,
 )
 from api.service import Service
 from api.submissions import (
     SubmissionRefused,
     Submitted,
     UploadTooLarge,
+    server_addresses,
     submit_runtime,
     submit_upload,
 )
@@ -45,9 +49,13 @@ blp = Blueprint("v1", __name__, url_prefix="/api/v1", description="Dynaeval API 
 F = TypeVar("F", bound=Callable[..., Any])
 ERRORS = {
     400: "bad_json (the body is not a JSON object) or bad_weights",
-    403: "runtime_not_allowed: this server takes only docker submissions",
-    404: "unknown_task or unknown_submission",
-    413: "image_too_large (an upload over the image limit) or body_too_large (a JSON body over 64 KiB)",
+    401: "unauthenticated (no or unknown credentials), token_expired or token_revoked",
+    403: "insufficient_scope, cross_site_refused, or runtime_not_allowed (local runtimes are "
+    "off, or on for admins only)",
+    404: "unknown_task or unknown_submission (also for objects the caller may not see)",
+    409: "not_comparable or no_predictions: the two submissions cannot be compared (yet)",
+    413: "image_too_large (an upload over the image limit, or a tarball that unpacks to more) "
+    "or body_too_large (a JSON body over 64 KiB)",
     422: "invalid_submission, image_not_loadable or a query/form field out of range",
 }
 
@@ -72,15 +80,43 @@ def service() -> Service:
     return current_app.extensions["dynaeval"]
 
 
+def guard(level: str) -> Callable[[F], F]:
+    """The access level a view needs (api.auth checks it before the view runs)."""
+    return access(blp, level)
+
+
 def task_or_404(name: str) -> TaskSpec:
+    """The task, if it exists and the caller may see it (a private task is 404 to others)."""
     task = service().tasks.get(name)
-    if task is None:
-        known = ", ".join(sorted(service().tasks))
+    hidden = task is not None and not _task_visible(name)
+    if task is None or hidden:
+        known = ", ".join(sorted(t for t in service().tasks if _task_visible(t)))
         raise ApiError(404, "unknown_task", f"no task {name!r} (tasks: {known})")
+    assert task is not None
     return task
 
 
+def _task_visible(name: str) -> bool:
+    found = accounts().task_access().get(name)
+    return found is None or principal().may_see_task(found)
+
+
+def submission_or_404(model_id: str, *, with_scores: bool = False) -> dict[str, Any]:
+    """A submission the caller may see; any other id, guessed or not, is the same 404."""
+    owner = accounts().model_access(model_id)
+    found = None
+    asker = principal()
+    if owner is not None and asker.may_see_model(*owner):
+        found = service().queries.submission(
+            model_id, with_scores=with_scores, show_internal=asker.is_admin
+        )
+    if found is None:
+        raise ApiError(404, "unknown_submission", f"no submission {model_id!r}")
+    return found
+
+
 @blp.route("/health")
+@guard(PUBLIC)
 @ok(HealthSchema)
 def health() -> dict[str, Any]:
     """Liveness and queue counts."""
@@ -88,13 +124,16 @@ def health() -> dict[str, Any]:
 
 
 @blp.route("/tasks")
+@guard(PUBLIC)
 @ok(TaskListSchema)
 def list_tasks() -> dict[str, Any]:
-    """Every task with its fields, labels, rounds, limits and default weights."""
-    return {"tasks": [task.public_dict() for task in service().tasks.values()]}
+    """Every task the caller may see with its fields, labels, rounds, limits and weights."""
+    tasks = [t for name, t in service().tasks.items() if _task_visible(name)]
+    return {"tasks": [task.public_dict() for task in tasks]}
 
 
 @blp.route("/tasks/<task_name>")
+@guard(PUBLIC)
 @ok(TaskSchema)
 @errors(404)
 def get_task(task_name: str) -> dict[str, Any]:
@@ -103,6 +142,7 @@ def get_task(task_name: str) -> dict[str, Any]:
 
 
 @blp.route("/tasks/<task_name>/leaderboard")
+@guard(PUBLIC)
 @ok(LeaderboardSchema)
 @errors(400, 404, 422)
 @blp.arguments(LeaderboardQuerySchema, location="query", as_kwargs=True)
@@ -113,6 +153,7 @@ def get_leaderboard(
     task = task_or_404(task_name)
     try:
         chosen = viewer_weights(task, weights)
+        check_weights_syntax(weights)  # what the OpenAPI pattern says, exactly
     except ValueError as exc:
         raise ApiError(400, "bad_weights", str(exc)) from None
     rows = service().queries.leaderboard_rows(task.name)
@@ -123,16 +164,18 @@ def get_leaderboard(
 
 @blp.route("/tasks/<task_name>/submissions")
 class Submissions(MethodView):
+    @guard(READ)
     @ok(SubmissionListSchema)
-    @errors(404, 422)
+    @errors(401, 403, 404, 422)
     @blp.arguments(TaskSubmissionListQuerySchema, location="query", as_kwargs=True)
     def get(self, task_name: str, limit: int = 100) -> dict[str, Any]:
-        """Submissions to a task, newest first."""
+        """The caller's submissions to a task (a task owner's: all of them), newest first."""
         task_or_404(task_name)
-        return {"submissions": service().queries.submissions(task_name, limit)}
+        return {"submissions": service().queries.submissions(task_name, limit, principal())}
 
+    @guard(SUBMIT)
     @blp.response(201, SubmittedSchema)
-    @errors(400, 403, 404, 413, 422)
+    @errors(400, 401, 403, 404, 413, 422)
     @blp.doc(
         description="Submit a model: JSON {name, runtime: {kind: docker, image: <registry "
         "reference>, protocol}} or multipart/form-data with an `image` file (a `docker save` "
@@ -163,13 +206,18 @@ def _json_submission(task: TaskSpec) -> Submitted:
     """A JSON submission: a registry reference, or a local runtime where the server allows."""
     data = _load(SubmitJsonSchema(), _json_body())
     runtime = data["runtime"]
-    if runtime["kind"] != "docker" and not service().allow_local_runtimes:
+    # A local runtime runs the submitter's command on the server: admins only, when allowed.
+    local_ok = service().allow_local_runtimes and principal().is_admin
+    if runtime["kind"] != "docker" and not local_ok:
         raise ApiError(
             403,
             "runtime_not_allowed",
             f"this server accepts only docker submissions, not {runtime['kind']!r}",
         )
-    return submit_runtime(service(), task, data["name"], runtime)
+    own = server_addresses(request.environ, request.host, request.scheme)
+    return submit_runtime(
+        service(), task, data["name"], runtime, own_addresses=own, owner_id=principal().user_id
+    )
 
 
 def _upload_submission(task: TaskSpec) -> Submitted:
@@ -185,6 +233,7 @@ def _upload_submission(task: TaskSpec) -> Submitted:
         upload.stream,
         filename=upload.filename,
         protocol=form["protocol"],
+        owner_id=principal().user_id,
     )
 
 
@@ -192,12 +241,18 @@ def _json_body() -> dict[str, Any]:
     """The request's JSON object, read only when it is small."""
     # Only uploads may be large: a JSON submission is a few hundred bytes, and Flask
     # reads a JSON body into memory whole.
-    request.max_content_length = MAX_JSON_BYTES
+    # A chunked body has no Content-Length and the stream stops quietly at the limit, so
+    # one byte more is read to tell "too large" (413) from "exactly the limit".
+    request.max_content_length = MAX_JSON_BYTES + 1
+    too_large = ApiError(413, "body_too_large", f"a JSON body is limited to {MAX_JSON_BYTES} bytes")
     if (request.content_length or 0) > MAX_JSON_BYTES:
-        raise ApiError(413, "body_too_large", f"a JSON body is limited to {MAX_JSON_BYTES} bytes")
+        raise too_large
+    data = request.get_data(cache=True)
+    if len(data) > MAX_JSON_BYTES:
+        raise too_large
     try:
-        payload = request.get_json(silent=True)
-    except RecursionError:  # nesting deep enough to exhaust the decoder is not JSON we take
+        payload = current_app.json.loads(data) if request.is_json else None
+    except (ValueError, RecursionError):  # not JSON, or nested deep enough to exhaust it
         payload = None
     if not isinstance(payload, dict):
         raise ApiError(400, "bad_json", "the body must be a JSON object")
@@ -215,38 +270,50 @@ def _load(schema: Schema, data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _refusal(exc: SubmissionRefused) -> ApiError:
-    """An upload over the image limit is a body too large (413); other refusals are 422."""
-    return ApiError(413 if isinstance(exc, UploadTooLarge) else 422, exc.code, exc.message)
+    """An image over the limit, as uploaded or as it unpacks, is a body too large (413: one
+    status per code, as documented); other refusals are 422."""
+    too_large = isinstance(exc, UploadTooLarge) or exc.code == "image_too_large"
+    return ApiError(413 if too_large else 422, exc.code, exc.message)
 
 
 @blp.route("/submissions/<model_id>")
+@guard(READ)
 @ok(SubmissionSchema)
-@errors(404)
+@errors(401, 403, 404)
 def get_submission(model_id: str) -> dict[str, Any]:
     """Status, progress, failure (code, message, log tail) and results of a submission."""
-    found = service().queries.submission(model_id)
-    if found is None:
-        raise ApiError(404, "unknown_submission", f"no submission {model_id!r}")
-    return found
+    return submission_or_404(model_id)
 
 
 @blp.route("/submissions/<model_id>/scores")
+@guard(READ)
 @ok(ScoresSchema)
-@errors(404)
+@errors(401, 403, 404)
 def get_scores(model_id: str) -> dict[str, Any]:
     """Every score of a submission under its full key (round, dataset hash, variant, slice)."""
-    found = service().queries.submission(model_id, with_scores=True)
-    if found is None:
-        raise ApiError(404, "unknown_submission", f"no submission {model_id!r}")
+    found = submission_or_404(model_id, with_scores=True)
     return {"id": model_id, "scores": found.get("scores", [])}
 
 
+@blp.route("/submissions/<model_id>/compare/<other_id>")
+@guard(READ)
+@ok(ComparisonSchema)
+@errors(401, 403, 404, 409)
+def get_comparison(model_id: str, other_id: str) -> dict[str, Any]:
+    """``model_id`` minus ``other_id`` on the task metric over the same held-out examples,
+    with a paired-bootstrap 95 % interval (computed here: labels never leave the server)."""
+    submission_or_404(model_id)  # both must be the caller's to see
+    submission_or_404(other_id)
+    return compare(service(), model_id, other_id)
+
+
 @blp.route("/submissions")
+@guard(READ)
 @ok(SubmissionListSchema)
-@errors(404, 422)
+@errors(401, 403, 404, 422)
 @blp.arguments(SubmissionListQuerySchema, location="query", as_kwargs=True)
 def list_submissions(task: str | None = None, limit: int = 100) -> dict[str, Any]:
-    """Submissions across tasks, newest first."""
+    """The submissions the caller may see across tasks, newest first."""
     if task is not None:
         task_or_404(task)
-    return {"submissions": service().queries.submissions(task, limit)}
+    return {"submissions": service().queries.submissions(task, limit, principal())}

@@ -2,13 +2,44 @@
 
 from __future__ import annotations
 
-from marshmallow import INCLUDE, Schema, fields, validate
+import re
+from typing import Any
 
+from marshmallow import INCLUDE, Schema, ValidationError, fields, validate
+
+from configs.vocabulary.axes import AXES
 from evaluator.transport.dialects import DEFAULT_DIALECT, dialect_choices
 
-NAME = validate.Regexp(
-    r"^[A-Za-z0-9][A-Za-z0-9 ._\-]{0,127}$", error="1-128 letters, digits, ' ._-'"
-)
+
+class FullMatch(validate.Regexp):
+    """A Regexp that must match the whole value: ``$`` in Python also matches before a final
+    newline, so ``regex.match`` let ``"name\n"`` (one character over the column) through. The
+    pattern itself stays ECMA-compatible for the OpenAPI document."""
+
+    def __call__(self, value: Any) -> Any:
+        if self.regex.fullmatch(value) is None:
+            raise ValidationError(self._format_error(value))
+        return value
+
+
+NAME = FullMatch(r"^[A-Za-z0-9][A-Za-z0-9 ._\-]{0,127}$", error="1-128 letters, digits, ' ._-'")
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+_WEIGHT = rf" *(?:{'|'.join(AXES)}) *: *{_NUMBER} *"
+# What the leaderboard's ``weights`` may look like; the server refuses anything else (400
+# bad_weights) and then checks the numbers (finite, not all zero, each axis once).
+WEIGHTS_PATTERN = rf"^(?:{_WEIGHT}(?:,{_WEIGHT})*)?$"  # empty: the defaults
+
+
+def check_weights_syntax(text: str | None) -> None:
+    """ValueError unless ``text`` matches WEIGHTS_PATTERN, the documented syntax (Python's
+    float() alone would also take "4_0", "+4" or tabs)."""
+    if text and re.fullmatch(WEIGHTS_PATTERN, text) is None:
+        raise ValueError(
+            "weights are axis:number pairs separated by commas, numbers >= 0 written in "
+            "decimal (e.g. performance:4,memory:0.5)"
+        )
+
+
 PROTOCOL = validate.OneOf(dialect_choices())
 
 
@@ -59,11 +90,18 @@ SUBMIT_REQUEST_BODY = {
 
 class LeaderboardQuerySchema(Schema):
     weights = fields.String(
-        metadata={"description": "axis:weight pairs, e.g. performance:4,memory:0"}
+        metadata={
+            "description": "axis:weight pairs, e.g. performance:4,memory:0 (numbers >= 0)",
+            "pattern": WEIGHTS_PATTERN,
+        }
     )
     instance_memory = fields.Float(
         validate=validate.Range(min=0, min_inclusive=False),
-        metadata={"description": "GiB memory is subtracted from (default: the task's)"},
+        # OpenAPI 3.0: a boolean beside minimum (apispec documents only "minimum: 0")
+        metadata={
+            "description": "GiB memory is subtracted from, > 0 (default: the task's)",
+            "exclusiveMinimum": True,
+        },
     )
 
 
@@ -161,9 +199,77 @@ class ScoresSchema(OpenSchema):
     scores = fields.List(fields.Dict())
 
 
+class LeaderboardEntrySchema(OpenSchema):
+    """One ranked model (the five axes, ``memory_peak``, ``units``, ``rounds``,
+    ``performance_ci``, ``partial`` and ``not_scored_on`` are in the body too)."""
+
+    rank = fields.Integer(metadata={"description": "1 = best; equal Dynascores share a rank"})
+    model_id = fields.String()
+    name = fields.String()
+    dynascore = fields.Float()
+    tie_group = fields.Integer(
+        metadata={
+            "description": "1, 2, ... from the top: the tie group (see `tie_groups`) this model "
+            "is in; adjacent ranks in one group cannot be separated at 95 %"
+        }
+    )
+    dynascore_ci = fields.List(
+        fields.Float(),
+        allow_none=True,
+        metadata={
+            "description": "[low, high]: the performance 95 % interval carried through the "
+            "Dynascore (other axes and the AMRS fixed); null when the model has no interval "
+            "(it is then grouped as a point)"
+        },
+    )
+
+
+class TieGroupSchema(OpenSchema):
+    group = fields.Integer(metadata={"description": "1 for the top group"})
+    model_ids = fields.List(fields.String(), metadata={"description": "in rank order"})
+    rank_range = fields.List(
+        fields.Integer(), metadata={"description": "[best rank, worst rank] in the group"}
+    )
+
+
+class FlipWeightSchema(OpenSchema):
+    above = fields.String(metadata={"description": "model_id ranked higher (models[i])"})
+    below = fields.String(metadata={"description": "model_id ranked next (models[i + 1])"})
+    axis = fields.String(
+        allow_none=True,
+        metadata={
+            "description": "the one axis whose weight change swaps the pair with the smallest "
+            "change; null when no single weight within `flip_weight_range` swaps it"
+        },
+    )
+    weight = fields.Float(
+        allow_none=True,
+        metadata={
+            "description": "the new weight of `axis`: there the two tie, and any weight past it "
+            "(in the direction of `delta`, within the range) puts `below` above `above`"
+        },
+    )
+    delta = fields.Float(allow_none=True, metadata={"description": "weight minus current weight"})
+
+
 class LeaderboardSchema(OpenSchema):
     task = fields.String()
     weights = fields.Dict(keys=fields.String(), values=fields.Float())
     rounds = fields.List(fields.String())
-    models = fields.List(fields.Dict())
+    models = fields.List(fields.Nested(LeaderboardEntrySchema))
     unranked = fields.List(fields.Dict())
+    tie_confidence = fields.Float(metadata={"description": "0.95: the level of `tie_groups`"})
+    tie_groups = fields.List(
+        fields.Nested(TieGroupSchema),
+        metadata={
+            "description": "runs of ranks whose Dynascore intervals chain together; every model "
+            "of a group is separated from every model of another (dynascore/README.md)"
+        },
+    )
+    flip_weight_range = fields.List(
+        fields.Float(), metadata={"description": "[0, 5]: the weights `flip_weights` searches"}
+    )
+    flip_weights = fields.List(
+        fields.Nested(FlipWeightSchema),
+        metadata={"description": "one per adjacent pair of `models`, top first"},
+    )

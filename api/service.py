@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import sys
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,9 @@ class Service:
     instance: str = "default"  # names this service's embedded workers (see start_workers)
     threads: list[threading.Thread] = field(default_factory=list)
     clock: Clock = SYSTEM_CLOCK  # the one clock of the store and the embedded workers
+    # registries on local networks (loopback, private, link-local, *.local names) that
+    # submissions may name: "host" or "host:port" (DYNAEVAL_ALLOWED_REGISTRIES, comma-separated)
+    allowed_registries: tuple[str, ...] = ()
 
     @classmethod
     def open(
@@ -56,6 +61,7 @@ class Service:
         config_dir: Path = CONFIG_DIR,
         allow_local_runtimes: bool = False,
         clock: Clock = SYSTEM_CLOCK,
+        allowed_registries: Iterable[str] | None = None,
     ) -> Service:
         """Migrate the database, load and register every task."""
         data_dir = data_dir or default_data_dir()
@@ -71,6 +77,9 @@ class Service:
             # predecessor); two services on other data folders never share one.
             instance=hashlib.blake2b(str(data_dir.resolve()).encode(), digest_size=4).hexdigest(),
             clock=clock,
+            allowed_registries=tuple(
+                default_allowed_registries() if allowed_registries is None else allowed_registries
+            ),
         )
         for task in service.tasks.values():
             service.store.register_task(task.name, task.version, task.public_dict())
@@ -148,6 +157,13 @@ class Service:
     def close(self) -> None:
         self.stop_workers()
         self.db.dispose()
+
+
+def default_allowed_registries() -> list[str]:
+    """The operator's allow-list of local-network registries: ``DYNAEVAL_ALLOWED_REGISTRIES``
+    (``host`` or ``host:port``, comma-separated)."""
+    value = os.environ.get("DYNAEVAL_ALLOWED_REGISTRIES", "")
+    return [entry.strip() for entry in value.split(",") if entry.strip()]
 
 
 def example_catalog(config_dir: Path = CONFIG_DIR) -> list[dict[str, Any]]:

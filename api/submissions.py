@@ -8,18 +8,29 @@ fails, nothing is left half-stored: an upload's blob goes with the failed submis
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO, cast
+from urllib.parse import urlsplit
 
 from api.service import Service
 from configs.schema import Limits, TaskSpec
 from evaluator.errors import EvaluationError
-from evaluator.runtimes.docker.references import check_registry_reference
+from evaluator.runtimes.docker.references import (
+    check_registry_address,
+    check_registry_reference,
+    parse_ip_host,
+)
 from evaluator.runtimes.docker.tarballs import inspect_tarball
-from evaluator.runtimes.specs import DockerSource, DockerSpec, RuntimeSpec, parse_runtime_spec
+from evaluator.runtimes.specs import (
+    DockerSource,
+    DockerSpec,
+    RuntimeSpec,
+    UrlSpec,
+    parse_runtime_spec,
+)
 from evaluator.transport.dialects import DEFAULT_DIALECT
 from store.blobs import BlobStore
 
@@ -52,29 +63,98 @@ class Submitted:
 
 
 def submit_runtime(
-    service: Service, task: TaskSpec, name: str, runtime: Mapping[str, Any]
+    service: Service,
+    task: TaskSpec,
+    name: str,
+    runtime: Mapping[str, Any],
+    *,
+    own_addresses: Collection[tuple[str, int]] = (),
+    owner_id: str | None = None,
 ) -> Submitted:
     """Submit a runtime object as a client sent it. A docker runtime names a registry image
-    (never a server file or local image); other kinds are taken as given, so the caller
-    decides whether they are allowed."""
+    (never a server file or local image, never a registry on the platform's network unless
+    allow-listed); other kinds are taken as given, so the caller decides whether they are
+    allowed, except a url runtime at one of ``own_addresses`` (the API server itself)."""
     if runtime.get("kind") != "docker":
-        return _create(service, task, name, _parsed(runtime))
+        spec = _parsed(runtime)
+        if isinstance(spec, UrlSpec):
+            refuse_own_address(spec.url, own_addresses)
+        return _create(service, task, name, spec, owner_id)
     if not runtime.get("image"):
         raise SubmissionRefused(INVALID, "a docker runtime needs 'image' (a registry reference)")
     protocol = runtime.get("protocol", DEFAULT_DIALECT)
-    return submit_reference(service, task, name, runtime["image"], protocol)
+    return submit_reference(service, task, name, runtime["image"], protocol, owner_id=owner_id)
 
 
 def submit_reference(
-    service: Service, task: TaskSpec, name: str, reference: str, protocol: str = DEFAULT_DIALECT
+    service: Service,
+    task: TaskSpec,
+    name: str,
+    reference: str,
+    protocol: str = DEFAULT_DIALECT,
+    *,
+    trusted: bool = False,
+    owner_id: str | None = None,
 ) -> Submitted:
-    """Submit a registry image the worker will pull."""
+    """Submit a registry image the worker will pull. Unless ``trusted`` (the CLI writing to
+    its own database), a registry on a local network must be in the operator's allow-list
+    (``service.allowed_registries``); the check is by name and address, before any network
+    use."""
     try:
         image = check_registry_reference(reference)
+        if not trusted:
+            check_registry_address(image, service.allowed_registries)
         spec = DockerSpec(source=DockerSource.REGISTRY, image=image, protocol=protocol)
     except ValueError as exc:
         raise SubmissionRefused(INVALID, str(exc)) from None
-    return _create(service, task, name, spec)
+    return _create(service, task, name, spec, owner_id)
+
+
+def refuse_own_address(url: str, own_addresses: Collection[tuple[str, int]]) -> None:
+    """Refuse a url runtime that would have the worker evaluate the API server itself: the
+    same port as one of ``own_addresses`` (the server's socket and the Host the client
+    used), on the same host name, or on loopback/unspecified when the server is on loopback
+    or every interface (where loopback reaches it). Other loopback ports stay allowed: a
+    model already running on this machine is what url runtimes are for."""
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower().rstrip(".")
+        port = parts.port or {"https": 443}.get(parts.scheme, 80)
+    except ValueError as exc:
+        raise SubmissionRefused(INVALID, f"url {url!r} is not a valid URL ({exc})") from None
+    for own_host, own_port in own_addresses:
+        own_host = own_host.lower().strip("[]").rstrip(".")
+        same_machine = _local_host(host) and _local_host(own_host)
+        if port == own_port and (host == own_host or same_machine):
+            raise SubmissionRefused(
+                INVALID,
+                f"url {url!r} is this API server, not a model: give the address of a running model",
+            )
+
+
+def server_addresses(
+    environ: Mapping[str, Any], host_header: str, scheme: str
+) -> list[tuple[str, int]]:
+    """Where a server is reached: its socket (the WSGI ``SERVER_NAME``/``SERVER_PORT``) and
+    the Host a client used."""
+    found = []
+    with suppress(KeyError, TypeError, ValueError):  # not a WSGI server that says
+        found.append((str(environ["SERVER_NAME"]), int(environ["SERVER_PORT"])))
+    try:
+        parts = urlsplit(f"//{host_header}")
+        if parts.hostname:
+            found.append((parts.hostname, parts.port or (443 if scheme == "https" else 80)))
+    except ValueError:
+        pass  # a malformed Host names nothing
+    return found
+
+
+def _local_host(host: str) -> bool:
+    """Loopback or unspecified (connecting to 0.0.0.0 or :: reaches this machine)."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    address = parse_ip_host(host)
+    return address is not None and (address.is_loopback or address.is_unspecified)
 
 
 def submit_upload(
@@ -85,6 +165,7 @@ def submit_upload(
     *,
     filename: str | None = None,
     protocol: str = DEFAULT_DIALECT,
+    owner_id: str | None = None,
 ) -> Submitted:
     """Submit a `docker save` tarball read from ``stream``: streamed to the blob store under
     the task's image limit, inspected there, then queued."""
@@ -93,11 +174,17 @@ def submit_upload(
         # refuse a corrupt or multi-image tarball now, not minutes later in a worker
         image_id = _inspect(service.blobs.local_path(key), task.limits)
         spec = _upload_spec(key, image_id, filename or "upload", protocol)
-        return _create(service, task, name, spec)
+        return _create(service, task, name, spec, owner_id)
 
 
 def submit_file(
-    service: Service, task: TaskSpec, name: str, path: Path, protocol: str = DEFAULT_DIALECT
+    service: Service,
+    task: TaskSpec,
+    name: str,
+    path: Path,
+    protocol: str = DEFAULT_DIALECT,
+    *,
+    owner_id: str | None = None,
 ) -> Submitted:
     """Submit a `docker save` tarball on this machine (trusted local use): inspected where
     it lies, then copied into the blob store under a fresh key (never the file's name)."""
@@ -105,7 +192,8 @@ def submit_file(
     with path.open("rb") as handle:
         key = _store(service.blobs, handle, task.limits.max_image_bytes)
     with _discarded_on_failure(service.blobs, key):
-        return _create(service, task, name, _upload_spec(key, image_id, path.name, protocol))
+        spec = _upload_spec(key, image_id, path.name, protocol)
+        return _create(service, task, name, spec, owner_id)
 
 
 def _parsed(runtime: Mapping[str, Any]) -> RuntimeSpec:
@@ -121,10 +209,14 @@ def _upload_spec(key: str, image_id: str, image: str, protocol: str) -> DockerSp
     )
 
 
-def _create(service: Service, task: TaskSpec, name: str, spec: RuntimeSpec) -> Submitted:
-    """The model row and its job, in one transaction."""
+def _create(
+    service: Service, task: TaskSpec, name: str, spec: RuntimeSpec, owner_id: str | None
+) -> Submitted:
+    """The model row, its owner and its job, in one transaction."""
     image_id = spec.image_id if isinstance(spec, DockerSpec) else None
-    model_id, job_id = service.store.submit(task.name, name, spec.to_dict(), image_id=image_id)
+    model_id, job_id = service.store.submit(
+        task.name, name, spec.to_dict(), image_id=image_id, owner_id=owner_id
+    )
     return Submitted(model_id, job_id, name, spec)
 
 

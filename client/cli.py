@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from client import commands
 from evaluator.transport.dialects import DEFAULT_DIALECT, dialect_choices
@@ -21,7 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
         "fairness slices and profiling; rank them by Dynascore.",
         epilog="Environment: DYNAEVAL_DATA_DIR (default ./dynaeval-data: SQLite file, blobs, "
         "cached perturbed sets), DYNAEVAL_DATABASE_URL (a SQLAlchemy URL instead of the SQLite "
-        "file). Exit codes: 0 ok, 1 the evaluation failed or a gate was missed, 2 bad usage.",
+        "file). Exit codes: 0 ok, 1 the evaluation failed or a gate was missed, 2 bad usage "
+        "(submit has its own gate contract: see `dynaeval submit --help`).",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -35,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
         _dynascore,
         _rescore,
         _status,
+        _users,
+        _tokens,
+        _login,
     ):
         add(sub)
     return parser
@@ -64,7 +69,25 @@ def _serve(sub: Subparsers) -> None:
     serve.add_argument(
         "--allow-local-runtimes",
         action="store_true",
-        help="accept process/url submissions over the API (trusted setups only)",
+        help="accept process/url submissions over the API from admins (trusted setups only)",
+    )
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="answer requests for this Host too (default: 127.0.0.1, localhost, [::1] on the "
+        "serve port; others get 421 against DNS rebinding); repeatable, added to "
+        "DYNAEVAL_ALLOWED_HOSTS (comma-separated)",
+    )
+    serve.add_argument(
+        "--allow-registry",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="let submissions name this registry although it is on a local network "
+        "(loopback, private, link-local, *.local...); repeatable, added to "
+        "DYNAEVAL_ALLOWED_REGISTRIES (comma-separated)",
     )
 
 
@@ -105,14 +128,29 @@ def _evaluate(sub: Subparsers) -> None:
         metavar="DIR",
         help="write every prediction (original and perturbed) as JSONL",
     )
-    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluate.add_argument(
+        "--json", action="store_true", help="print one JSON object (no progress bar)"
+    )
     evaluate.add_argument(
         "--fail-under", type=float, metavar="X", help="exit 1 when performance is below X"
     )
 
 
 def _submit(sub: Subparsers) -> None:
-    submit = sub.add_parser("submit", help="submit a model (to --server, or the local database)")
+    from client.credentials import API_KEY_ENV
+    from client.submit import EXIT_USAGE, parse_thresholds
+
+    submit = sub.add_parser(
+        "submit",
+        help="submit a model (to --server, or the local database)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Exit codes: 0 submitted (and every gate passed), 1 below a --fail-under "
+        "threshold or a significant drop against --compare-to, 2 the evaluation failed or did "
+        "not finish within --timeout (or the tarball was refused), 3 bad usage or the server "
+        f"could not be reached or refused the request.\nWith --server, the API token is "
+        f"${API_KEY_ENV}, else the one `dynaeval login` stored for that server.",
+    )
+    _usage_errors_exit(submit, EXIT_USAGE)
     submit.add_argument(
         "model", help="a `docker save` tarball, or an image reference in a registry"
     )
@@ -123,24 +161,47 @@ def _submit(sub: Subparsers) -> None:
     submit.add_argument(
         "--wait",
         action="store_true",
-        help="wait until the job is done or failed (locally, a `dynaeval worker` must run)",
+        help="wait until the job is done or failed (locally, a `dynaeval worker` must run); "
+        "a progress bar is drawn on a terminal",
     )
     submit.add_argument(
         "--timeout",
         type=_positive_seconds,
         default=3600.0,
         metavar="SECONDS",
-        help="give up waiting after this long and exit 1 (default 3600)",
+        help="give up waiting after this long and exit 2 (default 3600)",
     )
     submit.add_argument(
         "--fail-under",
-        type=float,
-        metavar="X",
-        help="implies --wait; exit 1 when the job failed or its performance is below X",
+        type=parse_thresholds,
+        action="append",
+        metavar="[METRIC=]X",
+        help="implies --wait; exit 1 when METRIC is below X: performance, robustness, "
+        "fairness, throughput or dynascore (default weights), e.g. performance=80 or "
+        "dynascore=0; a bare number is performance; repeat or separate with commas",
     )
     submit.add_argument(
-        "--json", action="store_true", help="print the submission (with results) as JSON"
+        "--compare-to",
+        metavar="MODEL_ID",
+        help="implies --wait; paired bootstrap against an earlier submission on the same "
+        "examples: print the difference with its 95%% interval, exit 1 only on a drop "
+        "significant at 95%%",
     )
+    submit.add_argument(
+        "--json",
+        action="store_true",
+        help="print the submission (with results and the gate's checks) as JSON; no progress bar",
+    )
+
+
+def _usage_errors_exit(parser: argparse.ArgumentParser, code: int) -> None:
+    """Make this sub-command's argument errors exit ``code`` instead of argparse's 2."""
+
+    def error(message: str) -> NoReturn:
+        parser.print_usage(sys.stderr)
+        parser.exit(code, f"{parser.prog}: error: {message}\n")
+
+    setattr(parser, "error", error)  # noqa: B010 - argparse has no hook for the exit code
 
 
 def _positive_seconds(text: str) -> float:
@@ -192,6 +253,62 @@ def _status(sub: Subparsers) -> None:
     status.add_argument("model_id")
     status.add_argument("--server")
     status.add_argument("--json", action="store_true")
+
+
+def _users(sub: Subparsers) -> None:
+    users = sub.add_parser("users", help="add or list users (on the configured database)")
+    actions = users.add_subparsers(dest="users_command", required=True, metavar="ACTION")
+    add = actions.add_parser("add", help="add a user (asks for a password at a terminal)")
+    add.add_argument("name")
+    role = add.add_mutually_exclusive_group()
+    role.add_argument("--admin", action="store_true", help="an admin (tasks, users, everything)")
+    role.add_argument("--role", choices=["admin", "researcher"], default="researcher")
+    password = add.add_mutually_exclusive_group()
+    password.add_argument(
+        "--password-stdin", action="store_true", help="read the password from stdin"
+    )
+    password.add_argument(
+        "--no-password", action="store_true", help="no page login: API tokens only"
+    )
+    listing = actions.add_parser("list", help="every user")
+    listing.add_argument("--json", action="store_true")
+
+
+def _tokens(sub: Subparsers) -> None:
+    tokens = sub.add_parser(
+        "tokens",
+        help="create, list, revoke or rotate API tokens (yours with --server, or --user's "
+        "on the configured database)",
+    )
+    actions = tokens.add_subparsers(dest="tokens_command", required=True, metavar="ACTION")
+    create = actions.add_parser("create", help="a new token; its secret is printed once")
+    create.add_argument("name", help="what the token is for, e.g. ci")
+    create.add_argument(
+        "--scope",
+        action="append",
+        choices=["read", "submit", "admin"],
+        help="repeatable (default: read and submit)",
+    )
+    create.add_argument("--expires-in-days", type=_positive_seconds, metavar="DAYS")
+    actions.add_parser("list", help="your tokens, never their secrets")
+    for action in ("revoke", "rotate"):
+        actions.add_parser(action, help=f"{action} a token by id").add_argument("id")
+    for parser in actions.choices.values():
+        parser.add_argument("--server", help="API base URL (your own tokens, via the API)")
+        parser.add_argument("--user", help="without --server: this user on the local database")
+        parser.add_argument("--json", action="store_true")
+
+
+def _login(sub: Subparsers) -> None:
+    login = sub.add_parser(
+        "login",
+        help="store a token for a server in ~/.config/dynaeval/credentials.json (0600)",
+    )
+    login.add_argument("--server", required=True, help="API base URL")
+    login.add_argument("--user", help="log in with this user's password and make a token")
+    login.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    login.add_argument("--token-stdin", action="store_true", help="read a token from stdin")
+    login.add_argument("--token-name", default="cli", help="the new token's name")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

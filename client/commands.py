@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from client import render
+from client.accounts import cmd_login, cmd_tokens, cmd_users, serve_access  # noqa: F401
 from client.common import CliError, all_tasks, find_task, open_service
+from client.progress import ProgressBar, progress_wanted
 from client.submit import cmd_submit  # noqa: F401 - dispatched by name from client.cli
 from configs.schema import TaskSpec
 from evaluator.runtimes.specs import DockerSpec, ProcessSpec, RuntimeSpec, UrlSpec
@@ -87,10 +89,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     except Exception as exc:  # image could not be loaded / built / pulled
         code = getattr(getattr(exc, "code", None), "value", "start_failed")
         return _report_failure(args, task, code, getattr(exc, "message", str(exc)))
-    progress = _progress_printer() if args.verbose and not args.json else None
-    result = run_evaluation(
-        task, runtime, blobs, progress=progress, save_predictions=args.save_predictions
-    ).to_dict()
+    # A progress bar on a terminal (not with --json, not in pipes); -v logs steps otherwise.
+    with ProgressBar(task.name, enabled=progress_wanted(args.json)) as bar:
+        progress: Callable[[float, str], None] | None = bar.update if bar.enabled else None
+        if progress is None and args.verbose and not args.json:
+            progress = _progress_printer()
+        result = run_evaluation(
+            task, runtime, blobs, progress=progress, save_predictions=args.save_predictions
+        ).to_dict()
     _add_overall_ci(result)
     if args.json:
         render.emit_json(result)
@@ -192,12 +198,11 @@ def _num(value: Any) -> Any:
 
 # -- service ---------------------------------------------------------------------------------
 def cmd_serve(args: argparse.Namespace) -> int:
-    from werkzeug.serving import make_server
-
     from api.app import create_app
+    from api.server import make_api_server
     from client.examples import example_runtime_kind
 
-    service = open_service(args.allow_local_runtimes)
+    service = open_service(args.allow_local_runtimes, args.allow_registry)
     rescored = service.rescore_stale()
     if rescored:
         print(f"re-scoring {len(rescored)} models whose task data changed", flush=True)
@@ -206,11 +211,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ids = service.queue_examples(kind)
         print(f"queued {len(ids)} example models ({kind} runtime)", flush=True)
     service.start_workers(args.workers)
-    server = make_server(args.host, args.port, create_app(service), threaded=True)
+    # JSON errors from the HTTP layer too (414...), no Server: Werkzeug/... Python/... banner
+    app = create_app(service)
+    server = make_api_server(args.host, args.port, app)
     base = f"http://{args.host}:{server.server_port}"
+    print(f"Dynaeval leaderboards: open {base}/ in a browser", flush=True)
+    serve_access(app, service, args, server.server_port, base)
     print(f"Dynaeval API on {base}/api/v1 (OpenAPI: {base}/api/v1/openapi.json)", flush=True)
     for name in service.tasks:
-        print(f"leaderboard: {base}/api/v1/tasks/{name}/leaderboard", flush=True)
+        print(
+            f"leaderboard: {base}/tasks/{name} (JSON: {base}/api/v1/tasks/{name}/leaderboard)",
+            flush=True,
+        )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -32,11 +32,13 @@ def find_task(name: str) -> TaskSpec:
     return tasks[name]
 
 
-def open_service(allow_local: bool = False) -> Service:
-    """The configured database, blob folder and tasks (migrated on open)."""
-    from api.service import Service
+def open_service(allow_local: bool = False, allowed_registries: list[str] | None = None) -> Service:
+    """The configured database, blob folder and tasks (migrated on open); registries on local
+    networks that submissions may name: ``allowed_registries`` on top of the environment's."""
+    from api.service import Service, default_allowed_registries
 
+    allowed = [*default_allowed_registries(), *(allowed_registries or [])]
     try:
-        return Service.open(allow_local_runtimes=allow_local)
+        return Service.open(allow_local_runtimes=allow_local, allowed_registries=allowed)
     except ConfigError as exc:
         raise CliError(str(exc)) from None

@@ -112,6 +112,27 @@ def submission(found: dict[str, Any]) -> str:
     return text
 
 
+def comparison(found: dict[str, Any]) -> str:
+    """A paired comparison in one line: the difference, its interval and the verdict."""
+    low, high = found["ci"]
+    verdict = (
+        "significant drop"
+        if found["significant_drop"]
+        else "significant gain"
+        if found["significant_gain"]
+        else "no significant difference"
+    )
+    text = (
+        f"{found['metric']} vs {found['baseline']}: {found['candidate_performance']:.2f} - "
+        f"{found['baseline_performance']:.2f} = {found['difference']:+.2f} "
+        f"(95% CI [{low:+.2f}, {high:+.2f}], paired bootstrap over {found['n']} examples, "
+        f"{found['n_resamples']} resamples): {verdict}"
+    )
+    if found.get("not_compared"):
+        text += f"\nnot compared (scored on other data): {', '.join(found['not_compared'])}"
+    return text
+
+
 def leaderboard(board: dict[str, Any]) -> str:
     rows = [
         [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 import requests
 
+from client.credentials import token_for
 from evaluator.transport.dialects import DEFAULT_DIALECT
 
 FINAL_STATUSES = ("done", "failed")
@@ -55,10 +57,14 @@ def wait_until_final(
 class DynaevalClient:
     """``DynaevalClient("http://127.0.0.1:8000").submit_image("sentiment", "m", "m.tar")``"""
 
-    def __init__(self, base_url: str, timeout: float = 60.0) -> None:
+    def __init__(self, base_url: str, timeout: float = 60.0, api_key: str | None = None) -> None:
         self.base = base_url.rstrip("/") + "/api/v1"
         self.timeout = timeout
         self.http = requests.Session()
+        # No key given: the one `dynaeval login` stored (or `serve` made on this machine).
+        api_key = api_key or token_for(base_url)
+        if api_key:
+            self.http.headers["Authorization"] = f"Bearer {api_key}"
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self.http.request(method, self.base + path, timeout=self.timeout, **kwargs)
@@ -101,7 +107,151 @@ class DynaevalClient:
         params = {"weights": weights} if weights else {}
         return self._call("GET", f"/tasks/{task}/leaderboard", params=params)
 
-    def wait(self, model_id: str, timeout: float = 3600, poll: float = 2.0) -> dict[str, Any]:
+    def me(self) -> dict[str, Any]:
+        """Who this client's token belongs to: name, role, scopes, owned tasks."""
+        return self._call("GET", "/me")
+
+    def tokens(self) -> list[dict[str, Any]]:
+        """Your API tokens (never their secrets)."""
+        return self._call("GET", "/tokens")["tokens"]
+
+    def create_token(
+        self, name: str, scopes: list[str] | None = None, expires_in_days: float | None = None
+    ) -> dict[str, Any]:
+        """A new token of yours; its secret is in ``token``, shown this once."""
+        body: dict[str, Any] = {"name": name, "scopes": scopes or ["read", "submit"]}
+        if expires_in_days is not None:
+            body["expires_in_days"] = expires_in_days
+        return self._call("POST", "/tokens", json=body)
+
+    def revoke_token(self, token_id: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/tokens/{token_id}")
+
+    def rotate_token(self, token_id: str) -> dict[str, Any]:
+        """The replacement (with its secret); the old token is revoked."""
+        return self._call("POST", f"/tokens/{token_id}/rotate")
+
+    def compare(self, model_id: str, other_id: str) -> dict[str, Any]:
+        """``model_id`` minus ``other_id`` on the task metric, paired bootstrap 95 % interval
+        (computed by the server: held-out labels never leave it)."""
+        return self._call("GET", f"/submissions/{model_id}/compare/{other_id}")
+
+    def wait(
+        self,
+        model_id: str,
+        timeout: float = 3600,
+        poll: float = 2.0,
+        on_poll: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
         """The submission once its job is done or failed; raises WaitTimeout (a
-        TimeoutError carrying the last state) when ``timeout`` seconds pass first."""
-        return wait_until_final(lambda: self.submission(model_id), timeout, poll)
+        TimeoutError carrying the last state) when ``timeout`` seconds pass first.
+        ``on_poll`` sees every state fetched (a progress bar, say)."""
+
+        def fetch() -> dict[str, Any]:
+            found = self.submission(model_id)
+            if on_poll is not None:
+                on_poll(found)
+            return found
+
+        return wait_until_final(fetch, timeout, poll)
+
+
+# Dynabench names per-round results ``round<k>_<metric>``: k counts the task's rounds from 1 in
+# their configured order (``dynaeval tasks``), whatever the rounds are called (our sentiment
+# round ``r1`` is ``round1``), and the metric is abbreviated as below.
+METRIC_ABBREVIATIONS = {"accuracy": "acc", "macro_f1": "f1", "squad_f1": "f1", "exact_match": "em"}
+
+
+def metric_abbreviation(metric: str) -> str:
+    """``accuracy`` -> ``acc``, ``macro_f1``/``squad_f1`` -> ``f1``, ``exact_match`` -> ``em``;
+    a metric not listed keeps its own name."""
+    return METRIC_ABBREVIATIONS.get(metric, metric)
+
+
+def dynabench_round_keys(results: dict[str, Any]) -> dict[str, Any]:
+    """``round<k>_<metric>`` (the round's performance) and ``round<k>_robustness`` /
+    ``round<k>_fairness``, from our per-round rows."""
+    abbrev = metric_abbreviation(str(results.get("metric") or "performance"))
+    keys: dict[str, Any] = {}
+    for k, row in enumerate(results.get("rounds") or [], start=1):
+        keys[f"round{k}_{abbrev}"] = row.get("performance")
+        for axis in ("robustness", "fairness"):
+            if axis in row:
+                keys[f"round{k}_{axis}"] = row[axis]
+    return keys
+
+
+def _submission_name(description: str) -> str:
+    """The description as a submission name (1-128 letters, digits, ' ._-')."""
+    name = re.sub(r"[^A-Za-z0-9 ._\-]", "-", description.strip())[:128].strip()
+    name = name.lstrip(" ._-")
+    return name or "model"
+
+
+class DynabenchClient:
+    """A Dynabench-style SDK over the Dynaeval API (the same HTTP layer as DynaevalClient)::
+
+        client = DynabenchClient(api_key="...", url="http://127.0.0.1:8000")
+        model_id = client.submit_model("model.tar", "sentiment", "my model v1")["id"]
+        client.wait(model_id)
+        client.get_results(model_id)["round1_f1"], client.get_results(model_id)["dynascore"]
+
+    ``api_key`` is sent as ``Authorization: Bearer <api_key>`` on every request.
+    """
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        url: str = "http://127.0.0.1:8000",
+        timeout: float = 60.0,
+    ) -> None:
+        self.api = DynaevalClient(url, timeout=timeout, api_key=api_key)
+
+    def submit_model(
+        self,
+        path: str | Path,
+        task: str,
+        description: str,
+        *,
+        protocol: str = DEFAULT_DIALECT,
+    ) -> dict[str, Any]:
+        """Submit a ``docker save`` tarball (a multipart upload) or, when ``path`` is no
+        file, a registry reference; the description names the submission. Returns the
+        queued submission (its ``id`` is the model id)."""
+        name = _submission_name(description)
+        if Path(path).is_file():
+            return self.api.submit_image(task, name, path, protocol)
+        runtime = {"kind": "docker", "image": str(path), "protocol": protocol}
+        return self.api.submit(task, name, runtime)
+
+    def wait(self, model_id: str, timeout: float = 3600, poll: float = 2.0) -> dict[str, Any]:
+        """The submission once done or failed (WaitTimeout when ``timeout`` passes first)."""
+        return self.api.wait(model_id, timeout=timeout, poll=poll)
+
+    def leaderboard(
+        self, task: str, weights: str | dict[str, float] | None = None
+    ) -> dict[str, Any]:
+        """The task's leaderboard; ``weights`` as ``"performance:4,memory:0"`` or a dict."""
+        if isinstance(weights, dict):
+            weights = ",".join(f"{axis}:{value:g}" for axis, value in weights.items())
+        return self.api.leaderboard(task, weights)
+
+    def get_results(self, model_id: str) -> dict[str, Any]:
+        """Our full results plus ``status``, ``dynascore`` (the task leaderboard with default
+        weights; None while unranked) and Dynabench's ``round<k>_<metric>`` keys."""
+        found = self.api.submission(model_id)
+        results = dict(found.get("results") or {})
+        dynascore = None
+        if job_status(found) == "done":
+            board = self.api.leaderboard(found["task"])
+            entry = next((m for m in board["models"] if m["model_id"] == model_id), None)
+            dynascore = entry["dynascore"] if entry else None
+        return {
+            **results,
+            "model_id": model_id,
+            "name": found.get("name"),
+            "task": found.get("task"),
+            "status": job_status(found),
+            "dynascore": dynascore,
+            **dynabench_round_keys(results),
+        }

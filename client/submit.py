@@ -1,28 +1,79 @@
-"""``dynaeval submit``: to a server or the local database, with a wait and a release gate."""
+"""``dynaeval submit``: to a server or the local database, with a wait and a release gate.
+
+Exit codes (the gate's contract, for CI):
+
+* 0 — submitted; with a gate, every threshold met and no significant drop;
+* 1 — the model scored below a ``--fail-under`` threshold, or ``--compare-to`` found a drop
+  significant at 95 % (paired bootstrap over the same examples);
+* 2 — the evaluation failed (the job failed, the tarball was refused) or did not finish
+  within ``--timeout``: no verdict on the model;
+* 3 — bad usage, or the server could not be reached or refused the request.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from client import render
 from client.common import CliError, find_task, open_service
-from client.sdk import WaitTimeout
+from client.progress import ProgressBar, progress_wanted
+from client.sdk import WaitTimeout, job_status, wait_until_final
 from configs.schema import TaskSpec
 
 if TYPE_CHECKING:
     from api.service import Service
+    from client.sdk import DynabenchClient
 
 
+EXIT_PASS, EXIT_BELOW, EXIT_FAILED, EXIT_USAGE = 0, 1, 2, 3
 LOCAL_POLL_S = 1.0
 REMOTE_POLL_S = 2.0
 IMAGE_REFUSALS = ("image_not_loadable", "image_too_large")
+# What --fail-under can gate on: higher is better for each (memory is not: it is refused).
+GATE_METRICS = ("performance", "robustness", "fairness", "throughput", "dynascore")
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """``metric=value``: the gate passes when the metric is at least ``value``."""
+
+    metric: str
+    value: float
+
+    def __str__(self) -> str:
+        return f"{self.metric}={self.value:g}"
+
+
+def parse_thresholds(text: str) -> list[Threshold]:
+    """``80`` (performance, as before), ``dynascore=0``, ``performance=80,robustness=70``;
+    an ``argparse`` type (bad input is a usage error)."""
+    found = []
+    for part in (p.strip() for p in text.split(",")):
+        metric, sep, number = part.rpartition("=") if "=" in part else ("", "", part)
+        metric = metric.strip().lower() if sep else "performance"
+        if metric not in GATE_METRICS:
+            hint = " (lower is better: it cannot be a floor)" if metric == "memory" else ""
+            raise argparse.ArgumentTypeError(
+                f"{part!r}: gate on one of {', '.join(GATE_METRICS)}{hint}, as METRIC=VALUE"
+            )
+        try:
+            value = float(number)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{part!r}: the threshold must be a finite number")
+        found.append(Threshold(metric, value))
+    return found
 
 
 class Refused(Exception):
-    """The model was refused before anything was stored (exit 1, code and sentence)."""
+    """The model was refused before anything was stored (exit 2, code and sentence)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
@@ -30,24 +81,43 @@ class Refused(Exception):
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    """Submit to ``--server`` or the local database; with ``--wait``/``--fail-under`` gate on
-    the finished job (exit 1 when it failed, scored under X, or did not finish in time)."""
+    """Submit to ``--server`` or the local database; with ``--wait``, ``--fail-under`` or
+    ``--compare-to`` gate on the finished job (exit codes: see the module docstring)."""
+    try:
+        return _submit(args)
+    except CliError as exc:
+        print(f"dynaeval submit: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _submit(args: argparse.Namespace) -> int:
     task = find_task(args.task)
     _check_name(args.name)
+    thresholds = [t for group in args.fail_under or [] for t in group]
+    backend: Backend = Remote(args) if args.server else Local(task)
     try:
-        found = _submit_remote(args) if args.server else _submit_local(args, task)
-    except Refused as exc:
-        return _show_refusal(args, exc)
-    except WaitTimeout as exc:
-        _show_submission(args, exc.submission)
-        print(_timeout_message(args, exc), file=sys.stderr)
-        return 1
-    _show_submission(args, found)
-    return _gate(args, found)
+        if args.compare_to:
+            backend.check_baseline(args.compare_to, task.name)
+        try:
+            model_id = backend.submit(args)
+        except Refused as exc:
+            return _show_refusal(args, exc)
+        if not _waits(args, thresholds):
+            _show_submission(args, backend.fetch(model_id))
+            return EXIT_PASS
+        try:
+            found = _wait(args, backend, model_id)
+        except WaitTimeout as exc:
+            _show_submission(args, exc.submission)
+            print(_timeout_message(args, exc), file=sys.stderr)
+            return EXIT_FAILED
+        return _verdict(args, backend, found, thresholds)
+    finally:
+        backend.close()
 
 
-def _waits(args: argparse.Namespace) -> bool:
-    return bool(args.wait or args.fail_under is not None)
+def _waits(args: argparse.Namespace, thresholds: list[Threshold]) -> bool:
+    return bool(args.wait or thresholds or args.compare_to)
 
 
 def _check_name(name: str) -> None:
@@ -61,66 +131,204 @@ def _check_name(name: str) -> None:
         raise CliError(f"--name {name!r}: {NAME.error}") from None
 
 
-def _submit_local(args: argparse.Namespace, task: TaskSpec) -> dict[str, Any]:
-    from client.sdk import wait_until_final
-
-    service = open_service()
-    try:
-        model_id = _queue_local(args, task, service)
+def _wait(args: argparse.Namespace, backend: Backend, model_id: str) -> dict[str, Any]:
+    """Poll until the job is final, with a progress bar on a terminal."""
+    with ProgressBar(f"{args.name}", enabled=progress_wanted(args.json)) as bar:
 
         def fetch() -> dict[str, Any]:
-            return service.queries.submission(model_id) or {"id": model_id}
+            found = backend.fetch(model_id)
+            bar.show_submission(found)
+            return found
 
-        return wait_until_final(fetch, args.timeout, LOCAL_POLL_S) if _waits(args) else fetch()
-    finally:
-        service.close()
+        return wait_until_final(fetch, args.timeout, backend.poll_s)
 
 
-def _queue_local(args: argparse.Namespace, task: TaskSpec, service: Service) -> str:
-    """Submit a tarball file or a registry reference to the local database; its model id."""
-    from api.submissions import SubmissionRefused, submit_file, submit_reference
+# -- where the submission goes ---------------------------------------------------------------
+class Backend:
+    """The local database or a server: submit, read, and what the gate needs."""
 
-    path = Path(args.model)
-    if path.exists() and not path.is_file():
-        raise CliError(f"{args.model} is not a file: give a `docker save` tarball")
-    try:
-        if path.is_file():
-            submitted = submit_file(service, task, args.name, path, args.protocol)
-        else:
-            submitted = submit_reference(service, task, args.name, args.model, args.protocol)
-    except SubmissionRefused as exc:
-        raise _refusal(exc.code, exc.message) from None
-    return submitted.model_id
+    poll_s = LOCAL_POLL_S
+
+    def check_baseline(self, model_id: str, task: str) -> None:
+        """A usage error unless ``model_id`` exists on ``task`` (before anything is stored)."""
+        found = self.fetch(model_id, missing_ok=False)
+        if found.get("task") != task:
+            raise CliError(
+                f"--compare-to {model_id} is on task {found.get('task')!r}, not {task!r}"
+            )
+
+    def submit(self, args: argparse.Namespace) -> str:
+        raise NotImplementedError
+
+    def fetch(self, model_id: str, *, missing_ok: bool = True) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def dynascore(self, found: dict[str, Any]) -> float | None:
+        """The model's Dynascore on its task's leaderboard with default weights."""
+        raise NotImplementedError
+
+    def compare(self, model_id: str, other_id: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class Local(Backend):
+    """The configured database; a ``dynaeval worker`` on it runs the job."""
+
+    def __init__(self, task: TaskSpec) -> None:
+        self.task = task
+        self.service: Service = open_service()
+
+    def submit(self, args: argparse.Namespace) -> str:
+        """Submit a tarball file or a registry reference to the local database."""
+        from api.submissions import SubmissionRefused, submit_file, submit_reference
+
+        path = Path(args.model)
+        if path.exists() and not path.is_file():
+            raise CliError(f"{args.model} is not a file: give a `docker save` tarball")
+        try:
+            if path.is_file():
+                submitted = submit_file(self.service, self.task, args.name, path, args.protocol)
+            else:
+                # Trusted local use (like submit_file reading any path): the CLI's user
+                # already has this machine's engine and network, so a registry on loopback
+                # or the LAN is not refused here; the API applies the operator allow-list.
+                submitted = submit_reference(
+                    self.service, self.task, args.name, args.model, args.protocol, trusted=True
+                )
+        except SubmissionRefused as exc:
+            raise _refusal(exc.code, exc.message) from None
+        return submitted.model_id
+
+    def fetch(self, model_id: str, *, missing_ok: bool = True) -> dict[str, Any]:
+        found = self.service.queries.submission(model_id)
+        if found is None and not missing_ok:
+            raise CliError(f"no submission {model_id!r}")
+        return found or {"id": model_id}
+
+    def dynascore(self, found: dict[str, Any]) -> float | None:
+        from api.leaderboard import leaderboard, viewer_weights
+
+        rows = self.service.queries.leaderboard_rows(self.task.name)
+        hashes = self.service.dataset_hashes(self.task.name)
+        board = leaderboard(self.task, rows, viewer_weights(self.task, None), current_hashes=hashes)
+        return _dynascore_of(board, found["id"])
+
+    def compare(self, model_id: str, other_id: str) -> dict[str, Any]:
+        from api.compare import compare
+        from api.errors import ApiError
+
+        try:
+            return compare(self.service, model_id, other_id)
+        except ApiError as exc:
+            raise CliError(f"--compare-to {other_id}: {exc.code}: {exc.message}") from None
+
+    def close(self) -> None:
+        self.service.close()
+
+
+class Remote(Backend):
+    """A Dynaeval server (``--server``); the API token is ``$DYNAEVAL_API_KEY``, else the one
+    ``dynaeval login`` stored for that server (``client.credentials``)."""
+
+    poll_s = REMOTE_POLL_S
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from client.credentials import token_for
+        from client.sdk import DynabenchClient
+
+        self.server = args.server
+        self.client: DynabenchClient = DynabenchClient(
+            api_key=token_for(args.server), url=args.server
+        )
+
+    def _call(self, call: Callable[[], Any]) -> Any:
+        """Server errors keep their code; a refused image is a Refused, anything else (and
+        an unreachable server) a usage error."""
+        import requests
+
+        from client.sdk import ApiClientError
+
+        try:
+            return call()
+        except ApiClientError as exc:
+            if exc.code in IMAGE_REFUSALS:
+                raise Refused(exc.code, exc.message) from None
+            raise CliError(str(exc)) from None
+        except requests.RequestException as exc:
+            raise CliError(f"cannot reach {self.server}: {exc}") from None
+
+    def submit(self, args: argparse.Namespace) -> str:
+        created = self._call(
+            lambda: self.client.submit_model(
+                args.model, args.task, args.name, protocol=args.protocol
+            )
+        )
+        return str(created["id"])
+
+    def fetch(self, model_id: str, *, missing_ok: bool = True) -> dict[str, Any]:
+        found: dict[str, Any] = self._call(lambda: self.client.api.submission(model_id))
+        return found
+
+    def dynascore(self, found: dict[str, Any]) -> float | None:
+        board = self._call(lambda: self.client.leaderboard(found["task"]))
+        return _dynascore_of(board, found["id"])
+
+    def compare(self, model_id: str, other_id: str) -> dict[str, Any]:
+        found: dict[str, Any] = self._call(lambda: self.client.api.compare(model_id, other_id))
+        return found
+
+
+def _dynascore_of(board: dict[str, Any], model_id: str) -> float | None:
+    entry = next((m for m in board.get("models", []) if m.get("model_id") == model_id), None)
+    return None if entry is None else entry.get("dynascore")
 
 
 def _refusal(code: str, message: str) -> Refused | CliError:
-    """A broken or oversized image is a refusal (exit 1); any other problem a usage error."""
+    """A broken or oversized image is a refusal (exit 2); any other problem a usage error."""
     if code in IMAGE_REFUSALS:
         return Refused(code, message)
     return CliError(message)
 
 
-def _submit_remote(args: argparse.Namespace) -> dict[str, Any]:
-    import requests
+# -- the verdict -----------------------------------------------------------------------------
+def _verdict(
+    args: argparse.Namespace, backend: Backend, found: dict[str, Any], thresholds: list[Threshold]
+) -> int:
+    """Exit 2 when the job failed, 1 when a threshold is missed or the drop is significant."""
+    job = found.get("job") or {}
+    if job.get("status") == "failed":
+        _show_submission(args, found)
+        failure = job.get("failure") or {}
+        print(
+            f"submission {found['id']} failed: {failure.get('code')}: {failure.get('message')}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    values = dict(found.get("results") or {})
+    if any(t.metric == "dynascore" for t in thresholds):
+        values["dynascore"] = backend.dynascore(found)
+    checks = [_check(t, values.get(t.metric)) for t in thresholds]
+    comparison = backend.compare(found["id"], args.compare_to) if args.compare_to else None
+    dropped = bool(comparison and comparison["significant_drop"])
+    passed = all(c["passed"] for c in checks) and not dropped
+    gate = {"passed": passed, "thresholds": checks, "comparison": comparison}
+    _show_submission(args, found, gate)
+    for check in checks:
+        if not check["passed"]:
+            shown = "missing" if check["value"] is None else f"{check['value']:.2f}"
+            print(f"{check['metric']} {shown} is under {check['threshold']:g}", file=sys.stderr)
+    if comparison is not None:
+        print(render.comparison(comparison), file=sys.stderr if args.json else sys.stdout)
+    return EXIT_PASS if passed else EXIT_BELOW
 
-    from client.sdk import ApiClientError, DynaevalClient
 
-    client = DynaevalClient(args.server)
-    try:
-        if Path(args.model).is_file():
-            created = client.submit_image(args.task, args.name, args.model, args.protocol)
-        else:
-            runtime = {"kind": "docker", "image": args.model, "protocol": args.protocol}
-            created = client.submit(args.task, args.name, runtime)
-        if _waits(args):
-            return client.wait(created["id"], timeout=args.timeout, poll=REMOTE_POLL_S)
-        return client.submission(created["id"])
-    except ApiClientError as exc:
-        if exc.code in IMAGE_REFUSALS:
-            raise Refused(exc.code, exc.message) from None
-        raise CliError(str(exc)) from None
-    except requests.RequestException as exc:
-        raise CliError(f"cannot reach {args.server}: {exc}") from None
+def _check(threshold: Threshold, value: Any) -> dict[str, Any]:
+    number = float(value) if isinstance(value, int | float) else None
+    ok = number is not None and math.isfinite(number) and number >= threshold.value
+    return {"metric": threshold.metric, "threshold": threshold.value, "value": number, "passed": ok}
 
 
 def _show_refusal(args: argparse.Namespace, exc: Refused) -> int:
@@ -129,37 +337,21 @@ def _show_refusal(args: argparse.Namespace, exc: Refused) -> int:
             {"status": "refused", "failure": {"code": exc.code, "message": exc.message}}
         )
     print(f"dynaeval submit: {exc.code}: {exc.message} (nothing was stored)", file=sys.stderr)
-    return 1
+    return EXIT_FAILED
 
 
-def _show_submission(args: argparse.Namespace, found: dict[str, Any]) -> None:
-    """The submission as JSON (its job status also on top, for CI) or one line of text."""
-    from client.sdk import job_status
-
+def _show_submission(
+    args: argparse.Namespace, found: dict[str, Any], gate: dict[str, Any] | None = None
+) -> None:
+    """The submission as JSON (its job status on top, the gate's checks when gated, for CI)
+    or a line or two of text."""
     if args.json:
-        render.emit_json({**found, "status": job_status(found)})
+        shown = {**found, "status": job_status(found)}
+        if gate is not None:
+            shown["gate"] = gate
+        render.emit_json(shown)
         return
     print(render.submission(found))
-
-
-def _gate(args: argparse.Namespace, found: dict[str, Any]) -> int:
-    """Exit 1 when the job failed or scored under ``--fail-under``."""
-    job = found.get("job") or {}
-    if job.get("status") == "failed":
-        failure = job.get("failure") or {}
-        print(
-            f"submission {found['id']} failed: {failure.get('code')}: {failure.get('message')}",
-            file=sys.stderr,
-        )
-        return 1
-    if args.fail_under is None:
-        return 0
-    performance = (found.get("results") or {}).get("performance")
-    if performance is None or performance < args.fail_under:
-        shown = "missing" if performance is None else f"{performance:.2f}"
-        print(f"performance {shown} is under {args.fail_under}", file=sys.stderr)
-        return 1
-    return 0
 
 
 def _timeout_message(args: argparse.Namespace, exc: WaitTimeout) -> str:

@@ -9,6 +9,7 @@ from dynascore.dynascore import (
     utilities,
 )
 from dynascore.rounds import average_rounds
+from dynascore.stability import flip_points, flip_weights, group_by_overlap, tie_groups
 from dynascore.weights import DEFAULT_WEIGHTS, Weights
 
 __all__ = [
@@ -19,6 +20,10 @@ __all__ = [
     "amrs",
     "average_rounds",
     "compute",
+    "flip_points",
+    "flip_weights",
+    "group_by_overlap",
     "score_utilities",
+    "tie_groups",
     "utilities",
 ]

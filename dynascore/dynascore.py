@@ -43,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from configs.vocabulary.axes import AXES
@@ -106,6 +107,41 @@ def effective_weights(weights: Weights, rates: pd.Series) -> dict[str, float]:
     return {axis: w / total for axis, w in kept.items()} if total else {}
 
 
+def units_of(utils: pd.DataFrame, *, tolerance: float = 1e-4) -> tuple[pd.DataFrame, pd.Series]:
+    """Every axis in performance units (``u_i / AMRS_i``; NaN for a left-out axis) and the
+    AMRS per axis (performance: 1). Neither depends on the weights."""
+    rates = amrs(utils.loc[:, list(AXES)], tolerance=tolerance)
+    rates["performance"] = 1.0
+    usable = [axis for axis in AXES if np.isfinite(rates[axis]) and rates[axis] > 0]
+    units = utils.loc[:, usable] / rates[usable]
+    return units.reindex(columns=list(AXES)), rates
+
+
+def weighted_scores(units: pd.DataFrame, shares: Mapping[str, float]) -> npt.NDArray[np.float64]:
+    """The Dynascore: ``sum_i share_i * units_i`` over ``shares`` (normalised weights of the
+    usable axes, see :func:`effective_weights`), added in the order of ``shares``."""
+    score = np.zeros(len(units))
+    for axis, share in shares.items():
+        score = score + share * units[axis].to_numpy(dtype=np.float64)
+    return score
+
+
+def ranks(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """Rank of each score, 1 = best; scores equal to ``RANK_DECIMALS`` share the best rank."""
+    rounded = pd.Series(scores).round(RANK_DECIMALS)
+    result: npt.NDArray[np.int64] = rounded.rank(method="min", ascending=False).to_numpy(
+        dtype=np.int64
+    )
+    return result
+
+
+def ranking_order(
+    scores: npt.NDArray[np.float64], performance: npt.NDArray[np.float64]
+) -> npt.NDArray[np.intp]:
+    """Positions sorted by Dynascore, then performance, descending (stable)."""
+    return np.lexsort((-np.asarray(performance, dtype=np.float64), -scores))
+
+
 def score_utilities(
     utils: pd.DataFrame,
     weights: Mapping[str, float] | Weights | None = None,
@@ -117,22 +153,16 @@ def score_utilities(
     Rows keep the order of ``utils``; :func:`compute` sorts them.
     """
     weights = Weights.coerce(weights)
-    rates = amrs(utils.loc[:, list(AXES)], tolerance=tolerance)
-    rates["performance"] = 1.0
+    units, rates = units_of(utils, tolerance=tolerance)
     shares = effective_weights(weights, rates)
-    usable = [axis for axis in AXES if np.isfinite(rates[axis]) and rates[axis] > 0]
-    units = utils.loc[:, usable] / rates[usable]
-    score = pd.Series(0.0, index=utils.index)
-    for axis, share in shares.items():
-        score = score + share * units[axis]
+    score = weighted_scores(units, shares)
     result = pd.DataFrame({"dynascore": score}, index=utils.index)
-    rank = result["dynascore"].round(RANK_DECIMALS).rank(method="min", ascending=False)
-    result["rank"] = rank.astype(int)
+    result["rank"] = ranks(score).astype(int)
     for axis in AXES:
-        result[f"{axis}_units"] = units[axis] if axis in usable else np.nan
+        result[f"{axis}_units"] = units[axis]
     result.attrs = {
         "amrs": {axis: float(rates[axis]) for axis in AXES},
-        "excluded_axes": [axis for axis in AXES if axis not in usable],
+        "excluded_axes": [axis for axis in AXES if units[axis].isna().all()],
         "weights": shares,
     }
     return result
@@ -153,7 +183,7 @@ def compute(
     scored = score_utilities(utilities(table, instance_memory_gib), weights, tolerance=tolerance)
     unit_columns = [f"{axis}_units" for axis in AXES]
     result = scored[["dynascore", "rank"]].join(table).join(scored[unit_columns])
-    order = np.lexsort((-table["performance"].to_numpy(float), -scored["dynascore"].to_numpy()))
+    order = ranking_order(scored["dynascore"].to_numpy(float), table["performance"].to_numpy(float))
     result = result.iloc[order]
     result.attrs = {**scored.attrs, "instance_memory_gib": float(instance_memory_gib)}
     return result

@@ -29,6 +29,14 @@ if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends postgresql
 fi
 
+# Headless Chromium and its driver for the browser tests (tests/browser): Debian's, never a
+# download by Selenium.
+if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver ]]; then
+    log "installing chromium and chromium-driver"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver
+fi
+
 PYTHON="${PYTHON:-python3}"
 # The stamp records a finished install of this checkout; pyproject changes redo it.
 if [[ ! -f .setup-stamp || pyproject.toml -nt .setup-stamp ]]; then

@@ -63,9 +63,11 @@ class JobStore:
         runtime: dict[str, Any],
         *,
         image_id: str | None = None,
+        owner_id: str | None = None,
         max_attempts: int = 3,
     ) -> tuple[str, str]:
-        """Create the model row and its job in one transaction; returns (model id, job id)."""
+        """Create the model row (owned by ``owner_id``) and its job in one transaction;
+        returns (model id, job id)."""
         now = self.clock.now()
         model_id = str(uuid.uuid4())
         with self.db.session() as session, session.begin():
@@ -76,6 +78,7 @@ class JobStore:
                     name=name,
                     runtime=runtime,
                     image_id=image_id,
+                    owner_id=owner_id,
                     created_at=now,
                 )
             )

@@ -5,7 +5,17 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime
 
-from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from configs.vocabulary.results import ScoreKey
@@ -25,6 +35,11 @@ class TaskRow(Base):
     version: Mapped[int] = mapped_column(Integer)
     spec: Mapped[dict] = mapped_column(JSON)
     created_at: Mapped[datetime]
+    # Who runs the task (its rounds, reruns) and whether outsiders may see it at all.
+    owner_id: Mapped[str | None] = mapped_column(
+        ForeignKey("users.id", name="fk_tasks_owner_id_users"), index=True
+    )
+    private: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class ModelRow(Base):
@@ -37,6 +52,10 @@ class ModelRow(Base):
     runtime: Mapped[dict] = mapped_column(JSON)
     image_id: Mapped[str | None] = mapped_column(String(128))
     created_at: Mapped[datetime]
+    # The submitter; None for rows from before accounts existed (visible to admins only).
+    owner_id: Mapped[str | None] = mapped_column(
+        ForeignKey("users.id", name="fk_models_owner_id_users"), index=True
+    )
 
 
 class JobRow(Base):
@@ -118,3 +137,31 @@ class ScoreRow(Base):
         # The ScoreKey itself (per model): two sets of one round can never overwrite each other.
         UniqueConstraint("model_id", *SCORE_KEY_COLUMNS, name="uq_scores_key"),
     )
+
+
+class UserRow(Base):
+    """An account: a role, and a password hash (argon2) for the page login, if any."""
+
+    __tablename__ = "users"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    password_hash: Mapped[str | None] = mapped_column(String(256))
+    created_at: Mapped[datetime]
+
+
+class TokenRow(Base):
+    """An API token or a login session: only the secret's sha256 is stored."""
+
+    __tablename__ = "api_tokens"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # "api" or "session"
+    name: Mapped[str] = mapped_column(String(128))
+    prefix: Mapped[str] = mapped_column(String(16))  # shown in listings to tell tokens apart
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    scopes: Mapped[str] = mapped_column(String(64))  # space-separated
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
+    last_used_at: Mapped[datetime | None]

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from configs.vocabulary.jobs import JobStatus
 from configs.vocabulary.results import SCORE_NUMBERS
+from store.accounts import Principal, visible_models
 from store.db import Database
 from store.models import (
     SCORE_KEY_COLUMNS,
@@ -32,8 +33,13 @@ class Queries:
         with self.db.session() as session:
             return list(session.scalars(select(TaskRow.name).order_by(TaskRow.name)))
 
-    def submission(self, model_id: str, *, with_scores: bool = False) -> dict[str, Any] | None:
-        """A submission's model, job status/progress/failure and results, or None."""
+    def submission(
+        self, model_id: str, *, with_scores: bool = False, show_internal: bool = False
+    ) -> dict[str, Any] | None:
+        """A submission's model, job status/progress/failure and results, or None. Which
+        worker ran each attempt (its host name) is internal: shown only with
+        ``show_internal`` (for admins, once the API knows roles; the CLI on its own
+        database)."""
         with self.db.session() as session:
             model = session.get(ModelRow, model_id)
             if model is None:
@@ -46,7 +52,8 @@ class Queries:
                 .where(ResultRow.model_id == model_id)
                 .order_by(ResultRow.created_at.desc())
             ).first()
-            data = _model_dict(model) | {"job": _job_dict(job, session) if job else None}
+            shown = _job_dict(job, session, show_internal) if job else None
+            data = _model_dict(model) | {"job": shown}
             data["results"] = _result_dict(result) if result else None
             if with_scores and result is not None:
                 data["scores"] = [
@@ -57,11 +64,16 @@ class Queries:
                 ]
             return data
 
-    def submissions(self, task: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    def submissions(
+        self, task: str | None = None, limit: int = 100, visible_to: Principal | None = None
+    ) -> list[dict[str, Any]]:
+        """Newest first; only those ``visible_to`` may see when a viewer is given."""
         with self.db.session() as session:
             query = select(ModelRow).order_by(ModelRow.created_at.desc()).limit(limit)
             if task:
                 query = query.where(ModelRow.task == task)
+            if visible_to is not None:
+                query = query.where(visible_models(visible_to))
             ids = [model.id for model in session.scalars(query)]
         return [s for s in (self.submission(i) for i in ids) if s is not None]
 
@@ -122,7 +134,7 @@ def _model_dict(model: ModelRow) -> dict[str, Any]:
     }
 
 
-def _job_dict(job: JobRow, session: Session) -> dict[str, Any]:
+def _job_dict(job: JobRow, session: Session, show_internal: bool = False) -> dict[str, Any]:
     attempts = session.scalars(
         select(AttemptRow).where(AttemptRow.job_id == job.id).order_by(AttemptRow.attempt)
     ).all()
@@ -144,7 +156,7 @@ def _job_dict(job: JobRow, session: Session) -> dict[str, Any]:
         "attempt_history": [
             {
                 "attempt": a.attempt,
-                "worker": a.worker,
+                **({"worker": a.worker} if show_internal else {}),  # a host name: internal
                 "outcome": a.outcome,
                 "failure_code": a.failure_code,
                 "failure_message": a.failure_message,

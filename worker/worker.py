@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from store.blobs import BlobStore
 from store.jobs import ClaimedJob, JobStore
 from worker.lifecycle import settle_failure
 from worker.lock import WorkerLock
+from worker.predictions import store_predictions
 
 log = logging.getLogger(__name__)
 
@@ -138,9 +140,19 @@ class Worker:
         except Exception as exc:
             log.exception("could not build the runtime of job %s", job.id)
             return platform_failure(job.task, _describe(exc))
-        return run_evaluation(
-            task, runtime, self.blobs, config_dir=self.config_dir, progress=progress.update
-        )
+        # Per-example predictions are kept for paired comparisons (worker.predictions).
+        with tempfile.TemporaryDirectory(prefix="dynaeval-predictions-") as folder:
+            result = run_evaluation(
+                task,
+                runtime,
+                self.blobs,
+                config_dir=self.config_dir,
+                progress=progress.update,
+                save_predictions=Path(folder),
+            )
+            if result.failure is None:
+                store_predictions(self.blobs, job.model_id, Path(folder))
+        return result
 
     def record(self, job: ClaimedJob, result: EvaluationResult) -> None:
         """Store the outcome. A result the store refuses fails the job as a platform fault; a

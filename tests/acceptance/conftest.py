@@ -43,6 +43,8 @@ def cli_env(data_dir: Path) -> dict[str, str]:
     keep = ("DYNAEVAL_LOCK_DIR", "DYNAEVAL_REQUIRE_DOCKER")  # set by the test session
     env = {k: v for k, v in os.environ.items() if not k.startswith("DYNAEVAL_") or k in keep}
     env["DYNAEVAL_DATA_DIR"] = str(data_dir)
+    # Stored credentials go to a folder of the test's own, never the real ~/.config.
+    env["XDG_CONFIG_HOME"] = str(data_dir.parent / "config")
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

@@ -217,13 +217,14 @@ def test_submit_then_worker_burst_drains_the_queue(run: Run, tmp_path: Path) -> 
 def test_submit_help_names_the_ci_gate(run: Run) -> None:
     done = run("submit", "--help")
     assert done.returncode == 0, done.stderr
-    for option in ("--wait", "--timeout", "--fail-under", "--json", "--server"):
+    for option in ("--wait", "--timeout", "--fail-under", "--compare-to", "--json", "--server"):
         assert option in done.stdout
+    assert "Exit codes: 0" in done.stdout
 
 
-def test_submit_unknown_task_exits_2(run: Run) -> None:
+def test_submit_unknown_task_exits_3(run: Run) -> None:
     done = run("submit", "registry.local/x:1", "--task", "nope", "--name", "m")
-    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert done.returncode == 3 and len(done.stderr.strip().splitlines()) == 1
 
 
 def test_status_of_an_unknown_submission_exits_2(run: Run) -> None:

@@ -23,8 +23,11 @@ UP_S = 60.0
 ALL_DONE_S = 240.0
 
 
-def get(base: str, path: str) -> Any:
-    with urllib.request.urlopen(base + path, timeout=10) as response:  # noqa: S310 - loopback
+def get(base: str, path: str, token: str | None = None) -> Any:
+    request = urllib.request.Request(base + path)  # noqa: S310 - loopback
+    if token:  # the local admin's, from the data folder (submissions are not public)
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback
         return json.load(response)
 
 
@@ -74,6 +77,7 @@ def test_serve_scores_the_examples_and_stops_on_sigint(
     catalog = yaml.safe_load((REPO / "configs" / "examples.yaml").read_text())["models"]
     try:
         wait_until(lambda: get(base, "/health")["status"] == "ok", UP_S, "the API", proc)
+        admin = json.loads((Path(cli_env["DYNAEVAL_DATA_DIR"]) / "local-admin.json").read_text())
 
         def all_finished() -> dict[str, int] | None:
             jobs = get(base, "/health")["jobs"]
@@ -82,10 +86,14 @@ def test_serve_scores_the_examples_and_stops_on_sigint(
 
         jobs = wait_until(all_finished, ALL_DONE_S, "every example job", proc)
         failures = [
-            s for s in get(base, "/submissions")["submissions"] if s["job"]["status"] != "done"
+            s
+            for s in get(base, "/submissions", admin["token"])["submissions"]
+            if s["job"]["status"] != "done"
         ]
         assert jobs == {"done": len(catalog)}, failures
-        kinds = {s["runtime"]["kind"] for s in get(base, "/submissions")["submissions"]}
+        kinds = {
+            s["runtime"]["kind"] for s in get(base, "/submissions", admin["token"])["submissions"]
+        }
         assert kinds == {runtime}
         for task in {entry["task"] for entry in catalog}:
             board = get(base, f"/tasks/{task}/leaderboard")

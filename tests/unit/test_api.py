@@ -29,8 +29,9 @@ from configs.vocabulary.results import EvaluationResult, Score, ScoreKey
 from evaluator.runtimes.specs import DockerSource, DockerSpec
 from store.jobs import JobStore
 from store.models import JobRow, ModelRow
+from tests.unit.auth_helpers import admin_client
 
-DOCKER = {"kind": "docker", "image": "registry.local/model:1", "protocol": "v1"}
+DOCKER = {"kind": "docker", "image": "registry.example.org/model:1", "protocol": "v1"}
 PROCESS = {"kind": "process", "command": ["python", "model.py"], "protocol": "v1"}
 URL = {"kind": "url", "url": "http://127.0.0.1:9", "protocol": "v1"}
 
@@ -52,8 +53,9 @@ def app(service: Service) -> Flask:
 
 
 @pytest.fixture
-def client(app: Flask) -> FlaskClient:
-    return app.test_client()
+def client(app: Flask, service: Service) -> FlaskClient:
+    """An admin's client (tests/unit/test_auth.py covers the other roles)."""
+    return admin_client(app.test_client(), service)
 
 
 def assert_error(response: Any, status: int, code: str | None = None) -> dict:
@@ -177,7 +179,7 @@ def test_submit_docker_reference(client: FlaskClient, service: Service) -> None:
 def test_docker_reference_is_stored_as_a_registry_source(
     client: FlaskClient, service: Service
 ) -> None:
-    runtime = {**DOCKER, "image": "registry.local/model@sha256:" + "a" * 64}
+    runtime = {**DOCKER, "image": "registry.example.org/model@sha256:" + "a" * 64}
     response = client.post(
         "/api/v1/tasks/sentiment/submissions", json={"name": "m", "runtime": runtime}
     )
@@ -187,7 +189,7 @@ def test_docker_reference_is_stored_as_a_registry_source(
     assert model.runtime == {
         "kind": "docker",
         "source": "registry",
-        "image": "registry.local/model@sha256:" + "a" * 64,
+        "image": "registry.example.org/model@sha256:" + "a" * 64,
         "protocol": "v1",
     }
 
@@ -200,7 +202,7 @@ def test_docker_reference_is_stored_as_a_registry_source(
         ("~/model.tar", "path"),
         ("../model", "path"),
         ("sha256:" + "0" * 64, "sha256:"),
-        ("registry.local/my model:1", "spaces"),
+        ("registry.example.org/my model:1", "spaces"),
     ],
 )
 def test_docker_json_submission_takes_only_registry_references(
@@ -242,7 +244,7 @@ def test_local_runtimes_refused_by_default(
 def test_local_runtimes_accepted_when_allowed(tmp_path: Path, runtime: dict) -> None:
     service = make_service(tmp_path, allow_local=True)
     try:
-        client = create_app(service).test_client()
+        client = admin_client(create_app(service).test_client(), service)
         response = client.post(
             "/api/v1/tasks/sentiment/submissions", json={"name": "m", "runtime": runtime}
         )
@@ -406,7 +408,7 @@ def test_upload_over_the_task_limit_is_413_and_nothing_stored(service: Service) 
     tarball = image_tar()
     limits = dataclasses.replace(task.limits, max_image_bytes=len(tarball))
     service.tasks["sentiment"] = dataclasses.replace(task, limits=limits)
-    client = create_app(service).test_client()
+    client = admin_client(create_app(service).test_client(), service)
     assert_error(upload(client, b"x" * 200_000), 413, "image_too_large")
     assert _no_files(Path(service.blobs.root)) == []  # no blob, no temporary file
     assert stored_rows(service) == (0, 0)
@@ -415,7 +417,7 @@ def test_upload_over_the_task_limit_is_413_and_nothing_stored(service: Service) 
 
 def test_body_over_max_content_length_is_413_json(app: Flask, service: Service) -> None:
     app.config["MAX_CONTENT_LENGTH"] = 1024
-    assert_error(upload(app.test_client(), b"x" * 10_000), 413)
+    assert_error(upload(admin_client(app.test_client(), service), b"x" * 10_000), 413)
     assert stored_rows(service) == (0, 0)
 
 
@@ -508,9 +510,9 @@ def test_service_refuses_a_broken_file_before_copying_it(service: Service, tmp_p
 
 def test_service_reference_is_a_registry_spec_and_paths_are_refused(service: Service) -> None:
     task = service.tasks["sentiment"]
-    submitted = submit_reference(service, task, "m", "registry.local/model:1", "v1")
+    submitted = submit_reference(service, task, "m", "registry.example.org/model:1", "v1")
     assert submitted.spec == DockerSpec(
-        source=DockerSource.REGISTRY, image="registry.local/model:1", protocol="v1"
+        source=DockerSource.REGISTRY, image="registry.example.org/model:1", protocol="v1"
     )
     error = _refused(lambda: submit_reference(service, task, "m", "./x.tar"), "invalid_submission")
     assert "path" in error.message

@@ -18,13 +18,29 @@ SUBMISSIONS = "/api/v1/tasks/{task_name}/submissions"
 ERRORS = {
     ("/api/v1/tasks/{task_name}", "get"): {"404"},
     ("/api/v1/tasks/{task_name}/leaderboard", "get"): {"400", "404", "422"},
-    (SUBMISSIONS, "get"): {"404", "422"},
-    (SUBMISSIONS, "post"): {"400", "403", "404", "413", "422"},
-    ("/api/v1/submissions/{model_id}", "get"): {"404"},
-    ("/api/v1/submissions/{model_id}/scores", "get"): {"404"},
-    ("/api/v1/submissions", "get"): {"404", "422"},
+    (SUBMISSIONS, "get"): {"401", "403", "404", "422"},
+    (SUBMISSIONS, "post"): {"400", "401", "403", "404", "413", "422"},
+    ("/api/v1/submissions/{model_id}", "get"): {"401", "403", "404"},
+    ("/api/v1/submissions/{model_id}/scores", "get"): {"401", "403", "404"},
+    ("/api/v1/submissions/{model_id}/compare/{other_id}", "get"): {"401", "403", "404", "409"},
+    ("/api/v1/submissions", "get"): {"401", "403", "404", "422"},
     ("/api/v1/health", "get"): set(),
     ("/api/v1/tasks", "get"): set(),
+    # accounts (api/accounts.py)
+    ("/api/v1/session", "post"): {"401", "403", "422"},
+    ("/api/v1/session", "delete"): {"401", "403"},
+    ("/api/v1/me", "get"): {"401"},
+    ("/api/v1/tokens", "get"): {"401"},
+    ("/api/v1/tokens", "post"): {"401", "403", "422"},
+    ("/api/v1/tokens/{token_id}", "delete"): {"401", "404"},
+    ("/api/v1/tokens/{token_id}/rotate", "post"): {"401", "404", "422"},
+    ("/api/v1/users", "get"): {"401", "403"},
+    ("/api/v1/users", "post"): {"401", "403", "409", "422"},
+    ("/api/v1/tasks/{task_name}/access", "put"): {"401", "403", "404", "422"},
+    ("/api/v1/submissions/{model_id}/rerun", "post"): {"401", "403", "404", "409"},
+    # downloads (api/pages/downloads.py)
+    ("/api/v1/tasks/{task_name}/leaderboard/download", "get"): {"400", "404", "422"},
+    ("/api/v1/submissions/{model_id}/scores/download", "get"): {"404", "422"},
 }
 
 
@@ -118,3 +134,16 @@ def test_success_bodies_are_documented(spec: dict[str, Any]) -> None:
             assert success, (path, method)
             content = operation["responses"][success[0]]["content"]["application/json"]
             assert "$ref" in content["schema"], (path, method)
+
+
+def test_security_is_declared(spec: dict[str, Any]) -> None:
+    """Bearer tokens and the login cookie are the schemes; routes that need them say so
+    (and document 401), public routes list anonymous access first."""
+    schemes = spec["components"]["securitySchemes"]
+    assert schemes["bearerAuth"] == {**schemes["bearerAuth"], "type": "http", "scheme": "bearer"}
+    assert schemes["sessionCookie"]["in"] == "cookie"
+    for (path, method), statuses in ERRORS.items():
+        security = spec["paths"][path][method].get("security")
+        assert security, (path, method)
+        public = path == "/api/v1/session" and method == "post"  # the login: 401 = bad password
+        assert ({} in security) == (public or "401" not in statuses), (path, method)

@@ -13,7 +13,7 @@ from sqlalchemy import inspect
 from store.db import Database, alembic_config, make_engine, migrate
 from store.models import Base
 
-TABLES = {"tasks", "models", "jobs", "job_attempts", "results", "scores"}
+TABLES = {"tasks", "models", "jobs", "job_attempts", "results", "scores", "users", "api_tokens"}
 
 
 def _diff(engine) -> list:  # type: ignore[no-untyped-def]

@@ -1,0 +1,362 @@
+"""REST API v1 for accounts: the page login (session), who am I, API tokens (create, list,
+revoke, rotate: each user their own), users and task access (admins)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from flask import Response, current_app, jsonify, request
+from flask.views import MethodView
+from flask_smorest import Blueprint
+from marshmallow import Schema, fields, validate
+
+from api.auth import (
+    AUTHENTICATED,
+    PUBLIC,
+    SESSION_COOKIE,
+    SUBMIT,
+    access,
+    accounts,
+    host_allowed,
+    principal,
+)
+from api.errors import ApiError
+from api.schemas import ErrorSchema
+from store.accounts import (
+    ADMIN_SCOPE,
+    ROLE_SCOPES,
+    ROLES,
+    SCOPES,
+    SESSION,
+    AccountError,
+    IssuedToken,
+    Principal,
+    csrf_token,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+SESSION_HOURS = 12
+blp = Blueprint("accounts", __name__, url_prefix="/api/v1", description="Accounts and tokens")
+ERRORS = {
+    400: "bad_json: the body is not a JSON object",
+    401: "unauthenticated, token_expired, token_revoked or invalid_credentials",
+    403: "insufficient_scope, scope_not_allowed, not_task_owner or cross_site_refused",
+    404: "unknown_token, unknown_task, unknown_user or unknown_submission",
+    409: "user_exists, or already_queued (the submission has a job waiting or running)",
+    422: "a field out of range: invalid_scopes, invalid_name, invalid_role, weak_password",
+}
+
+
+def errors(*statuses: int) -> Callable[[F], F]:
+    def decorate(func: F) -> F:
+        for status in statuses:
+            func = blp.alt_response(status, schema=ErrorSchema, description=ERRORS[status])(func)
+        return func
+
+    return decorate
+
+
+def ok(schema: type, status: int = 200) -> Callable[[F], F]:
+    return blp.alt_response(status, schema=schema, success=True)
+
+
+# -- schemas ---------------------------------------------------------------------------------
+class LoginSchema(Schema):
+    name = fields.String(required=True, validate=validate.Length(min=1, max=64))
+    password = fields.String(required=True, validate=validate.Length(min=1, max=1024))
+
+
+class MeSchema(Schema):
+    id = fields.String()
+    name = fields.String()
+    role = fields.String()
+    scopes = fields.List(fields.String())
+    via = fields.String()
+    owned_tasks = fields.List(fields.String())
+    csrf_token = fields.String(metadata={"description": "send as X-CSRF-Token on writes"})
+
+
+class LogoutSchema(Schema):
+    status = fields.String()
+
+
+class TokenCreateSchema(Schema):
+    name = fields.String(required=True, validate=validate.Length(min=1, max=128))
+    scopes = fields.List(
+        fields.String(validate=validate.OneOf(SCOPES)),
+        load_default=lambda: ["read", "submit"],
+        validate=validate.Length(min=1),
+    )
+    expires_in_days = fields.Float(
+        load_default=None, allow_none=True, validate=validate.Range(min=0, min_inclusive=False)
+    )
+
+
+class TokenSchema(Schema):
+    id = fields.String()
+    name = fields.String()
+    prefix = fields.String()
+    scopes = fields.List(fields.String())
+    state = fields.String(metadata={"description": "active, revoked or expired"})
+    created_at = fields.String()
+    expires_at = fields.String(allow_none=True)
+    revoked_at = fields.String(allow_none=True)
+    last_used_at = fields.String(allow_none=True)
+
+
+class IssuedTokenSchema(TokenSchema):
+    token = fields.String(metadata={"description": "the secret: shown this once"})
+
+
+class TokenListSchema(Schema):
+    tokens = fields.List(fields.Nested(TokenSchema))
+
+
+class UserCreateSchema(Schema):
+    name = fields.String(required=True)
+    role = fields.String(load_default="researcher", validate=validate.OneOf(ROLES))
+    password = fields.String(load_default=None, allow_none=True)
+
+
+class UserSchema(Schema):
+    id = fields.String()
+    name = fields.String()
+    role = fields.String()
+    has_password = fields.Boolean()
+    created_at = fields.String()
+
+
+class UserListSchema(Schema):
+    users = fields.List(fields.Nested(UserSchema))
+
+
+class TaskAccessSchema(Schema):
+    owner = fields.String(load_default=None, allow_none=True)
+    private = fields.Boolean(load_default=False)
+
+
+class TaskAccessOutSchema(Schema):
+    task = fields.String()
+    owner_id = fields.String(allow_none=True)
+    private = fields.Boolean()
+
+
+def _refused(exc: AccountError) -> ApiError:
+    status = {"user_exists": 409, "unknown_user": 404, "unknown_task": 404}.get(exc.code, 422)
+    return ApiError(status, exc.code, exc.message)
+
+
+# -- session ---------------------------------------------------------------------------------
+@blp.route("/session")
+class SessionView(MethodView):
+    @access(blp, PUBLIC)
+    @ok(MeSchema)
+    @errors(401, 403, 422)
+    @blp.arguments(LoginSchema, as_kwargs=True)
+    def post(self, name: str, password: str) -> Response:
+        """Log in with a password: sets an HttpOnly session cookie; writes made with it need
+        our Origin or the returned csrf_token in X-CSRF-Token."""
+        store = accounts()
+        user_id = store.check_password(name, password)
+        if user_id is None:
+            raise ApiError(401, "invalid_credentials", "wrong user name or password")
+        user = store.user_by_name(name)
+        assert user is not None
+        issued = store.create_token(
+            user_id,
+            "login",
+            sorted(ROLE_SCOPES[user["role"]]),
+            expires_at=store.clock.now() + timedelta(hours=SESSION_HOURS),
+            kind=SESSION,
+        )
+        who = store.authenticate(issued.secret, kind=SESSION)
+        response = jsonify(_me(who) | {"csrf_token": csrf_token(issued.secret)})
+        response.set_cookie(
+            SESSION_COOKIE,
+            issued.secret,
+            max_age=SESSION_HOURS * 3600,
+            secure=not _loopback_http(),
+            httponly=True,
+            samesite="Lax",
+            path="/",
+        )
+        return response
+
+    @access(blp, AUTHENTICATED)
+    @ok(LogoutSchema)
+    @errors(401, 403)
+    def delete(self) -> Response:
+        """Log out: the session is revoked and its cookie cleared."""
+        who = principal()
+        if who.via == SESSION and who.user_id and who.token_id:
+            accounts().revoke_token(who.user_id, who.token_id, kind=SESSION)
+        response = jsonify({"status": "logged_out"})
+        response.delete_cookie(SESSION_COOKIE, path="/")
+        return response
+
+
+def _loopback_http() -> bool:
+    """Plain http to the loopback interface, the one place a cookie may go without TLS."""
+    return request.scheme == "http" and host_allowed(
+        request.host, ("127.0.0.1", "localhost", "[::1]")
+    )
+
+
+@blp.route("/me")
+@access(blp, AUTHENTICATED)
+@ok(MeSchema)
+@errors(401)
+def me() -> dict[str, Any]:
+    """Who the credentials of this request belong to, and what they may do."""
+    return _me(principal())
+
+
+def _me(who: Principal) -> dict[str, Any]:
+    return {
+        "id": who.user_id,
+        "name": who.name,
+        "role": who.role,
+        "scopes": sorted(who.scopes),
+        "via": who.via,
+        "owned_tasks": sorted(who.owned_tasks),
+    }
+
+
+# -- tokens ----------------------------------------------------------------------------------
+@blp.route("/tokens")
+class Tokens(MethodView):
+    @access(blp, AUTHENTICATED)
+    @ok(TokenListSchema)
+    @errors(401)
+    def get(self) -> dict[str, Any]:
+        """Your API tokens (never their secrets), newest first."""
+        return {"tokens": accounts().tokens(_user_id())}
+
+    @access(blp, AUTHENTICATED)
+    @ok(IssuedTokenSchema, 201)
+    @errors(401, 403, 422)
+    @blp.arguments(TokenCreateSchema, as_kwargs=True)
+    def post(
+        self, name: str, scopes: list[str], expires_in_days: float | None = None
+    ) -> tuple[dict[str, Any], int]:
+        """A new API token; its secret is in ``token``, shown this once."""
+        who = principal()
+        beyond = set(scopes) - who.scopes
+        if beyond:  # a token never grants more than the credentials that made it
+            raise ApiError(
+                403, "scope_not_allowed", f"you cannot grant scope(s) {', '.join(sorted(beyond))}"
+            )
+        store = accounts()
+        expires_at = None
+        if expires_in_days is not None:
+            expires_at = store.clock.now() + timedelta(days=expires_in_days)
+        try:
+            issued = store.create_token(_user_id(), name, scopes, expires_at=expires_at)
+        except AccountError as exc:
+            raise _refused(exc) from None
+        return _issued(issued), 201
+
+
+@blp.route("/tokens/<token_id>", methods=["DELETE"])
+@access(blp, AUTHENTICATED)
+@ok(TokenSchema)
+@errors(401, 404)
+def revoke_token(token_id: str) -> dict[str, Any]:
+    """Revoke one of your tokens (DELETE); it answers 401 token_revoked from then on."""
+    found = accounts().revoke_token(_user_id(), token_id)
+    if found is None:
+        raise ApiError(404, "unknown_token", f"you have no token {token_id!r}")
+    return found
+
+
+@blp.route("/tokens/<token_id>/rotate", methods=["POST"])
+@access(blp, AUTHENTICATED)
+@ok(IssuedTokenSchema, 201)
+@errors(401, 404, 422)
+def rotate_token(token_id: str) -> tuple[dict[str, Any], int]:
+    """Replace one of your tokens: the old one is revoked, the new secret shown once."""
+    try:
+        issued = accounts().rotate_token(_user_id(), token_id)
+    except AccountError as exc:
+        raise _refused(exc) from None
+    if issued is None:
+        raise ApiError(404, "unknown_token", f"you have no token {token_id!r}")
+    return _issued(issued), 201
+
+
+def _issued(issued: IssuedToken) -> dict[str, Any]:
+    return issued.info | {"token": issued.secret}
+
+
+def _user_id() -> str:
+    user_id = principal().user_id
+    assert user_id is not None  # the access level let only signed-in requests through
+    return user_id
+
+
+# -- users and task access (admins) ----------------------------------------------------------
+@blp.route("/users")
+class Users(MethodView):
+    @access(blp, ADMIN_SCOPE)
+    @ok(UserListSchema)
+    @errors(401, 403)
+    def get(self) -> dict[str, Any]:
+        """Every user (admins only)."""
+        return {"users": accounts().users()}
+
+    @access(blp, ADMIN_SCOPE)
+    @ok(UserSchema, 201)
+    @errors(401, 403, 409, 422)
+    @blp.arguments(UserCreateSchema, as_kwargs=True)
+    def post(self, name: str, role: str, password: str | None = None) -> tuple[dict[str, Any], int]:
+        """Add a user (admins only); a password is needed only for the page login."""
+        try:
+            return accounts().add_user(name, role, password), 201
+        except AccountError as exc:
+            raise _refused(exc) from None
+
+
+@blp.route("/tasks/<task_name>/access", methods=["PUT"])
+@access(blp, ADMIN_SCOPE)
+@ok(TaskAccessOutSchema)
+@errors(401, 403, 404, 422)
+@blp.arguments(TaskAccessSchema, as_kwargs=True)
+def set_task_access(task_name: str, owner: str | None, private: bool) -> dict[str, Any]:
+    """Give a task an owner (who sees its submissions) and make it private or public."""
+    try:
+        found = accounts().set_task_access(task_name, owner, private)
+    except AccountError as exc:
+        raise _refused(exc) from None
+    return {"task": found.name, "owner_id": found.owner_id, "private": found.private}
+
+
+# -- reruns (admins and task owners) ---------------------------------------------------------
+class RerunSchema(Schema):
+    id = fields.String()
+    job_id = fields.String()
+    status = fields.String()
+
+
+@blp.route("/submissions/<model_id>/rerun", methods=["POST"])
+@access(blp, SUBMIT)
+@ok(RerunSchema, 201)
+@errors(401, 403, 404, 409)
+def rerun(model_id: str) -> tuple[dict[str, Any], int]:
+    """Evaluate a submission again (its task's owner or an admin): after fixing a dataset,
+    say. Others who may see it get 403; those who may not, 404."""
+    who = principal()
+    found = accounts().model_access(model_id)
+    if found is None or not who.may_see_model(*found):
+        raise ApiError(404, "unknown_submission", f"no submission {model_id!r}")
+    if not (who.is_admin or found[0] in who.owned_tasks):
+        raise ApiError(403, "not_task_owner", "only the task's owner or an admin may rerun")
+    service = current_app.extensions["dynaeval"]
+    job = (service.queries.submission(model_id) or {}).get("job") or {}
+    if job.get("status") in ("queued", "running"):
+        raise ApiError(
+            409, "already_queued", f"submission {model_id!r} already has a job {job['status']}"
+        )
+    job_id = service.store.enqueue(model_id, stage="queued: rerun")
+    return {"id": model_id, "job_id": job_id, "status": "queued"}, 201

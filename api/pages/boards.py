@@ -1,0 +1,205 @@
+"""The leaderboard as the pages show it: the API's computation (``api.leaderboard``) on
+rows re-weighted per round, plus the raw rows the page's script re-ranks in the browser.
+
+Round weights are a page option the JSON API does not take: with the task's own round
+weights the rows are used exactly as stored (so the page equals ``GET .../leaderboard``);
+other weights recompute performance, robustness and fairness as the round-weighted mean
+the evaluator uses (``evaluator.scoring.rollup``), throughput and memory being measured
+once per model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from api.leaderboard import leaderboard, viewer_weights
+from api.pages.visibility import model_visible
+from api.service import Service
+from configs.schema import TaskSpec
+from configs.vocabulary.axes import AXES
+from dynascore.weights import Weights
+
+ROUND_AXES = ("performance", "robustness", "fairness")
+TOLERANCE = 1e-4  # dynascore.amrs's default, used by the API
+
+
+class BadWeights(ValueError):
+    """A weights or rounds query the page cannot use (the sentence says why)."""
+
+
+def default_round_weights(task: TaskSpec) -> dict[str, float]:
+    return {spec.name: float(spec.weight) for spec in task.rounds}
+
+
+def parse_round_weights(task: TaskSpec, text: str | None) -> dict[str, float]:
+    """``"r1:1,r2:0"``: the task's round weights, overridden by the rounds named."""
+    weights = default_round_weights(task)
+    if not text:
+        return weights
+    named: set[str] = set()
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, raw = (piece.strip() for piece in item.partition(":"))
+        if not sep:
+            raise BadWeights(f"round weight {item!r} is not of the form round:number.")
+        if name not in weights:
+            raise BadWeights(f"the task has no round {name!r} (rounds: {', '.join(weights)}).")
+        if name in named:
+            raise BadWeights(f"the weight of round {name!r} is given twice.")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise BadWeights(f"the weight of round {name!r} must be a number.") from None
+        if not math.isfinite(value) or value < 0:
+            raise BadWeights(f"the weight of round {name!r} must be a finite number >= 0.")
+        named.add(name)
+        weights[name] = value
+    if not any(weights.values()):
+        raise BadWeights("at least one round weight must be greater than 0.")
+    return weights
+
+
+def axis_weights(task: TaskSpec, text: str | None) -> Weights:
+    """The viewer's axis weights exactly as the API reads them."""
+    try:
+        return viewer_weights(task, text)
+    except ValueError as exc:
+        raise BadWeights(str(exc)) from None
+
+
+def weights_text(weights: Mapping[str, float]) -> str:
+    """``axis:number,...`` in a stable order, numbers without a needless ``.0``."""
+    return ",".join(f"{name}:{_number(value)}" for name, value in weights.items())
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _weighted_mean(pairs: list[tuple[Any, float]]) -> float | None:
+    """The evaluator's round roll-up: rounds without a value or weight are skipped."""
+    kept = [(value, weight) for value, weight in pairs if _finite(value) and weight > 0]
+    total = sum(weight for _, weight in kept)
+    return sum(value * weight for value, weight in kept) / total if total else None
+
+
+def reweighted(
+    rows: list[dict[str, Any]], round_weights: Mapping[str, float], task: TaskSpec
+) -> list[dict[str, Any]]:
+    """Rows whose round-based axes are the mean under ``round_weights`` (unchanged rows
+    when they are the task's own weights)."""
+    if dict(round_weights) == default_round_weights(task):
+        return rows
+    result = []
+    for row in rows:
+        by_round = {r.get("round"): r for r in row.get("rounds") or []}
+        changed = dict(row)
+        for axis in ROUND_AXES:
+            changed[axis] = _weighted_mean(
+                [(by_round.get(name, {}).get(axis), w) for name, w in round_weights.items()]
+            )
+        changed["performance_ci"] = None  # the stored interval is for the task's weights
+        result.append(changed)
+    return result
+
+
+def board(
+    service: Service,
+    task: TaskSpec,
+    weights: Weights,
+    round_weights: Mapping[str, float],
+    instance_memory_gib: float | None = None,
+) -> dict[str, Any]:
+    """The API's leaderboard for these weights, with whether its Dynascore is defined."""
+    rows = reweighted(service.queries.leaderboard_rows(task.name), round_weights, task)
+    result = leaderboard(
+        task, rows, weights, instance_memory_gib, current_hashes=service.dataset_hashes(task.name)
+    )
+    result["round_weights"] = dict(round_weights)
+    result["dynascore_defined"], result["undefined_reason"] = defined(result, weights)
+    return result
+
+
+def defined(result: Mapping[str, Any], weights: Weights) -> tuple[bool, str]:
+    """Whether the Dynascores mean anything, and if not, the sentence saying why."""
+    models = result.get("models") or []
+    if not models:
+        return False, "No model has a complete result yet."
+    performances = [m["performance"] for m in models]
+    threshold = TOLERANCE * abs(max(performances))  # dynascore.amrs keeps these pairs
+    ordered = sorted(performances)
+    distinct = any(b - a > threshold for a, b in zip(ordered, ordered[1:], strict=False))
+    if not distinct:
+        return False, (
+            "The Dynascore is undefined: it needs at least two models whose performance "
+            "differs, and this leaderboard has "
+            + ("only one model." if len(models) == 1 else "none that differ.")
+        )
+    amrs = result.get("amrs") or {}
+    usable = [a for a in AXES if weights.values[a] > 0 and (amrs.get(a) or 0) > 0]
+    if not usable:
+        return False, (
+            "The Dynascore is undefined for these weights: every weighted axis is the same "
+            "for all models. Give another axis a weight."
+        )
+    return True, ""
+
+
+def page_data(
+    service: Service,
+    task: TaskSpec,
+    weights: Weights,
+    round_weights: Mapping[str, float],
+    instance_memory_gib: float | None = None,
+) -> dict[str, Any]:
+    """What the page's script needs to re-rank exactly like the API: the raw rows in the
+    API's input order, the task's defaults and the current weights (in a request: whether
+    the viewer may open each model's page depends on who asks)."""
+    rows = service.queries.leaderboard_rows(task.name)
+    current = service.dataset_hashes(task.name)
+    models = []
+    for row in rows:
+        stale = sorted(
+            k for k, v in current.items() if (row.get("dataset_hashes") or {}).get(k) != v
+        )
+        models.append(
+            {
+                "model_id": row["model_id"],
+                "name": row["name"],
+                **{axis: _json_number(row.get(axis)) for axis in AXES},
+                "memory_peak": _json_number(row.get("memory_peak")),
+                "performance_ci": row.get("performance_ci"),
+                "rounds": [
+                    {
+                        "round": r.get("round"),
+                        **{axis: _json_number(r.get(axis)) for axis in ROUND_AXES},
+                        "performance_ci": r.get("performance_ci"),
+                    }
+                    for r in row.get("rounds") or []
+                ],
+                "not_scored_on": stale,
+                "page": model_visible(row["model_id"]),  # may the viewer open its page?
+            }
+        )
+    return {
+        "task": task.name,
+        "metric": task.metric,
+        "axes": list(AXES),
+        "rounds": [spec.name for spec in task.rounds],
+        "default_weights": Weights(dict(task.weights)).to_dict(),
+        "default_round_weights": default_round_weights(task),
+        "weights": weights.to_dict(),
+        "round_weights": dict(round_weights),
+        "instance_memory_gib": instance_memory_gib or task.instance_memory_gib,
+        "tolerance": TOLERANCE,
+        "models": models,
+    }
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _json_number(value: Any) -> float | None:
+    return float(value) if _finite(value) else None

@@ -1,0 +1,135 @@
+// Dynaboard's Dynascore, ported from dynascore/dynascore.py operation for operation, so
+// the page ranks exactly like GET /api/v1/tasks/<task>/leaderboard (same sums in the same
+// order, numpy's round-half-even at 9 decimals for ties, the same stable tie-break).
+(function (root) {
+  "use strict";
+  var AXES = ["performance", "throughput", "memory", "robustness", "fairness"];
+  var RANK_DECIMALS = 9;
+
+  function finite(x) {
+    return typeof x === "number" && isFinite(x);
+  }
+
+  // numpy.round(x, 9): x * 1e9, round half to even, / 1e9.
+  function roundHalfEven(x, decimals) {
+    var scale = Math.pow(10, decimals);
+    var y = x * scale;
+    var r = Math.round(y);
+    if (Math.abs(y % 1) === 0.5 && r % 2 !== 0) r -= 1;
+    return r / scale;
+  }
+
+  // The evaluator's round roll-up: rounds without a value or a weight are skipped.
+  function weightedMean(pairs) {
+    var num = 0, total = 0, kept = [];
+    pairs.forEach(function (p) { if (finite(p[0]) && p[1] > 0) kept.push(p); });
+    kept.forEach(function (p) { total += p[1]; });
+    if (!total) return null;
+    kept.forEach(function (p) { num += p[0] * p[1]; });
+    return num / total;
+  }
+
+  function sameWeights(a, b, names) {
+    return names.every(function (n) { return Number(a[n]) === Number(b[n]); });
+  }
+
+  // Rows with performance/robustness/fairness re-averaged under roundWeights (the rows as
+  // stored when those are the task's own round weights).
+  function reweight(models, rounds, roundWeights, defaults) {
+    if (sameWeights(roundWeights, defaults, rounds)) return models;
+    return models.map(function (m) {
+      var byRound = {};
+      (m.rounds || []).forEach(function (r) { byRound[r.round] = r; });
+      var copy = Object.assign({}, m, { performance_ci: null });
+      ["performance", "robustness", "fairness"].forEach(function (axis) {
+        copy[axis] = weightedMean(rounds.map(function (name) {
+          var r = byRound[name];
+          return [r ? r[axis] : null, roundWeights[name]];
+        }));
+      });
+      return copy;
+    });
+  }
+
+  // amrs(): consecutive pairs by performance (stable sort), near-ties skipped.
+  function amrs(utils, tolerance) {
+    var n = utils.length, perf = utils.map(function (u) { return u.performance; });
+    var order = perf.map(function (_, i) { return i; });
+    order.sort(function (a, b) { return perf[a] - perf[b] || a - b; });
+    var max = Math.max.apply(null, perf);
+    var threshold = n ? tolerance * Math.abs(max) : 0;
+    var sums = {}, counts = {}, pairs = 0;
+    AXES.forEach(function (a) { sums[a] = 0; counts[a] = 0; });
+    for (var k = 1; k < n; k++) {
+      var lo = utils[order[k - 1]], hi = utils[order[k]];
+      var dPerf = hi.performance - lo.performance;
+      if (!(dPerf > threshold)) continue;
+      pairs += 1;
+      AXES.forEach(function (a) {
+        var ratio = Math.abs(hi[a] - lo[a]) / dPerf;
+        if (!isNaN(ratio)) { sums[a] += ratio; counts[a] += 1; }
+      });
+    }
+    var rates = {};
+    AXES.forEach(function (a) { rates[a] = counts[a] > 0 ? sums[a] / counts[a] : NaN; });
+    return { rates: rates, pairs: pairs };
+  }
+
+  // compute(): the ranked leaderboard of the complete models, plus what the page needs
+  // to say whether the Dynascore is defined.
+  function compute(models, weights, options) {
+    options = options || {};
+    var memory = options.instanceMemory, tolerance = options.tolerance || 1e-4;
+    var complete = [], unranked = [];
+    models.forEach(function (m) {
+      var missing = AXES.filter(function (a) { return !finite(m[a]); });
+      if (missing.length) unranked.push({ model: m, missing: missing });
+      else complete.push(m);
+    });
+    var result = { models: [], unranked: unranked, amrs: {}, shares: {}, pairs: 0 };
+    if (!complete.length) return result;
+    var utils = complete.map(function (m) {
+      var u = {};
+      AXES.forEach(function (a) { u[a] = Number(m[a]); });
+      u.memory = memory - u.memory;
+      return u;
+    });
+    var found = amrs(utils, tolerance), rates = found.rates;
+    rates.performance = 1.0;
+    var usable = AXES.filter(function (a) { return finite(rates[a]) && rates[a] > 0; });
+    var kept = usable.filter(function (a) { return weights[a] > 0; });
+    var total = 0;
+    kept.forEach(function (a) { total += weights[a]; });
+    var shares = {};
+    if (total) kept.forEach(function (a) { shares[a] = weights[a] / total; });
+    var scored = complete.map(function (m, i) {
+      var units = {}, score = 0.0;
+      AXES.forEach(function (a) { units[a] = usable.indexOf(a) >= 0 ? utils[i][a] / rates[a] : null; });
+      AXES.forEach(function (a) { if (a in shares) score = score + shares[a] * units[a]; });
+      return { model: m, index: i, dynascore: score, units: units };
+    });
+    var rounded = scored.map(function (s) { return roundHalfEven(s.dynascore, RANK_DECIMALS); });
+    scored.forEach(function (s, i) {
+      s.rank = 1 + rounded.filter(function (r) { return r > rounded[i]; }).length;
+    });
+    scored.sort(function (a, b) {
+      if (a.dynascore !== b.dynascore) return b.dynascore - a.dynascore;
+      var pa = a.model.performance, pb = b.model.performance;
+      if (pa !== pb) return pb - pa;
+      return a.index - b.index;
+    });
+    result.models = scored;
+    result.amrs = rates;
+    result.shares = shares;
+    result.pairs = found.pairs;
+    result.defined = found.pairs > 0 && Object.keys(shares).length > 0;
+    result.undefinedReason = found.pairs === 0
+      ? "The Dynascore is undefined: it needs at least two models whose performance differs, and this leaderboard has " + (complete.length === 1 ? "only one model." : "none that differ.")
+      : (Object.keys(shares).length ? "" : "The Dynascore is undefined for these weights: every weighted axis is the same for all models. Give another axis a weight.");
+    return result;
+  }
+
+  var api = { AXES: AXES, compute: compute, reweight: reweight, amrs: amrs, roundHalfEven: roundHalfEven, weightedMean: weightedMean };
+  if (typeof module !== "undefined" && module.exports) module.exports = api;
+  else root.Dynascore = api;
+})(this);

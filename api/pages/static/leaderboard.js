@@ -1,0 +1,181 @@
+// The leaderboard page: sliders re-rank at once with the API's own formula (dynascore.js),
+// the weights live in the address, the table sorts by any column, the plots follow.
+(function () {
+  "use strict";
+  document.documentElement.classList.add("js");
+  var data = JSON.parse(document.getElementById("board-data").textContent);
+  var AXES = data.axes;
+  var LABELS = { performance: "Performance", throughput: "Throughput", memory: "Memory", robustness: "Robustness", fairness: "Fairness" };
+  var state = { weights: Object.assign({}, data.weights), rounds: Object.assign({}, data.round_weights), sort: "rank", dir: 1 };
+  var colorOf = {};
+  data.models.forEach(function (m, i) { colorOf[m.model_id] = Plots.color(i); });
+  var base = location.pathname;
+
+  function $(id) { return document.getElementById(id); }
+  function fmt(v, digits) {
+    if (typeof v !== "number" || !isFinite(v)) return "—";
+    if (Math.abs(v) >= 1e6) digits = 0;
+    return v.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  }
+  function num(v) { return String(+v); }
+  function weightsText(w, names) { return names.map(function (n) { return n + ":" + num(w[n]); }).join(","); }
+  function esc(s) { return String(s).replace(/[&<>"]/g, function (c) { return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]; }); }
+  function ci(pair) { return pair && pair[0] != null && pair[1] != null ? '<span class="ci" title="95 % interval">' + fmt(pair[0], 1) + "–" + fmt(pair[1], 1) + "</span>" : ""; }
+  function defaultRounds() { return data.rounds.every(function (r) { return Number(state.rounds[r]) === Number(data.default_round_weights[r]); }); }
+
+  function query() {
+    var q = "weights=" + weightsText(state.weights, AXES);
+    if (!defaultRounds()) q += "&rounds=" + weightsText(state.rounds, data.rounds);
+    return q;
+  }
+
+  function syncControls() {
+    AXES.forEach(function (a) { setSlider($("w_" + a), state.weights[a]); });
+    data.rounds.forEach(function (r) { setSlider($("r_" + r), state.rounds[r]); });
+  }
+  function setSlider(input, value) {
+    input.value = value;
+    var shown = fmt(Number(value), 1);
+    input.setAttribute("aria-valuetext", shown);
+    $(input.id + "_value").textContent = shown;
+  }
+
+  function sortValue(entry, key) {
+    var m = entry.model;
+    if (key === "rank") return entry.rank;
+    if (key === "name") return m.name.toLowerCase();
+    if (key === "dynascore") return entry.dynascore;
+    if (key.indexOf("round:") === 0) {
+      var r = (m.rounds || []).filter(function (x) { return x.round === key.slice(6); })[0];
+      return r && r.performance != null ? r.performance : -Infinity;
+    }
+    return m[key];
+  }
+
+  function render() {
+    var q = query();
+    history.replaceState(null, "", base + "?" + q);
+    $("download-csv").href = "/api/v1/tasks/" + encodeURIComponent(data.task) + "/leaderboard/download?format=csv&" + q;
+    $("download-json").href = "/api/v1/tasks/" + encodeURIComponent(data.task) + "/leaderboard/download?format=json&" + q;
+    var noRounds = data.rounds.every(function (r) { return !(state.rounds[r] > 0); });
+    var noAxes = AXES.every(function (a) { return !(state.weights[a] > 0); });
+    var warning = $("undefined");
+    if (noRounds || noAxes) {
+      warning.textContent = noRounds ? "Give at least one round a weight above 0." : "Give at least one axis a weight above 0.";
+      warning.hidden = false;
+      return;
+    }
+    var models = Dynascore.reweight(data.models, data.rounds, state.rounds, data.default_round_weights);
+    var result = Dynascore.compute(models, state.weights, { instanceMemory: data.instance_memory_gib, tolerance: data.tolerance });
+    warning.textContent = result.undefinedReason || "";
+    warning.hidden = !!result.defined;
+    var huge = result.models.some(function (e) { return Math.abs(e.dynascore) >= 1000; });
+    $("huge").hidden = !(huge && result.defined);
+    var entries = result.models.slice();
+    if (state.sort !== "rank") {
+      entries.sort(function (a, b) {
+        var x = sortValue(a, state.sort), y = sortValue(b, state.sort);
+        return (x < y ? -1 : x > y ? 1 : 0) * state.dir || a.rank - b.rank;
+      });
+    } else if (state.dir < 0) entries.reverse();
+    var counts = {};
+    result.models.forEach(function (e) { counts[e.rank] = (counts[e.rank] || 0) + 1; });
+    $("leaderboard").tBodies[0].innerHTML = entries.map(function (e) { return row(e, result, counts[e.rank] > 1); }).join("");
+    $("units").tBodies[0].innerHTML = result.models.map(function (e) {
+      return '<tr data-model-id="' + esc(e.model.model_id) + '"><th scope="row">' + esc(e.model.name) + "</th>" + AXES.map(function (a) {
+        return '<td class="n">' + (a in result.shares && e.units[a] != null ? fmt(result.shares[a] * e.units[a], 2) : "—") + "</td>";
+      }).join("") + "</tr>";
+    }).join("");
+    var foot = $("units").tFoot.rows[0].cells;
+    AXES.forEach(function (a, i) { foot[i + 1].textContent = fmt(result.amrs[a], 4); });
+    $("unranked").innerHTML = result.unranked.map(function (u) {
+      return '<li data-model-id="' + esc(u.model.model_id) + '">' + modelLink(u.model) + ": missing axes: " + esc(u.missing.join(", ")) + "</li>";
+    }).join("");
+    $("unranked-section").hidden = !result.unranked.length;
+    document.querySelectorAll("#leaderboard thead th").forEach(function (th) {
+      var b = th.querySelector("button");
+      if (!b) return;
+      if (b.dataset.sort === state.sort) th.setAttribute("aria-sort", state.dir > 0 ? "ascending" : "descending");
+      else th.removeAttribute("aria-sort");
+    });
+    drawPlots(result);
+  }
+
+  // A link to the model's page where the viewer may open it (its submitter, the task's
+  // owner, admins), its name otherwise.
+  function modelLink(m) {
+    return m.page ? '<a href="/models/' + encodeURIComponent(m.model_id) + '">' + esc(m.name) + "</a>" : esc(m.name);
+  }
+
+  function row(e, result, tied) {
+    var m = e.model;
+    var cells = '<td class="n rank">' + e.rank + (tied ? '<span class="tie" title="tied">=</span>' : "") + "</td>";
+    cells += '<th scope="row">' + modelLink(m) + "</th>";
+    cells += '<td class="n score">' + (result.defined ? fmt(e.dynascore, 2) : '<span class="undef" title="undefined">—</span>') + "</td>";
+    cells += '<td class="n">' + fmt(m.performance, 1) + ci(m.performance_ci) + "</td>";
+    cells += '<td class="n">' + fmt(m.throughput, 0) + "</td>";
+    cells += '<td class="n" title="peak ' + fmt(m.memory_peak, 3) + ' GiB">' + fmt(m.memory, 3) + "</td>";
+    cells += '<td class="n">' + fmt(m.robustness, 1) + "</td>";
+    cells += '<td class="n">' + fmt(m.fairness, 1) + "</td>";
+    data.rounds.forEach(function (r) {
+      var found = (m.rounds || []).filter(function (x) { return x.round === r; })[0];
+      cells += '<td class="n">' + (found ? fmt(found.performance, 1) + ci(found.performance_ci) : '<span class="missing">not scored</span>') + "</td>";
+    });
+    // The API's 95 % tie groups are known for the weights the server rendered only.
+    var tie = query() === data.ties_for && data.ties && data.ties[m.model_id];
+    cells += "<td>" + (m.not_scored_on.length ? '<span class="partial">partial: not scored on ' + esc(m.not_scored_on.join(", ")) + "</span>" : "complete") +
+      (tie ? '<div class="stat-tie">' + esc(tie) + "</div>" : "") + "</td>";
+    return '<tr data-model-id="' + esc(m.model_id) + '" data-rank="' + e.rank + '" data-dynascore="' + e.dynascore + '">' + cells + "</tr>";
+  }
+
+  function drawPlots(result) {
+    var points = function (x) {
+      return result.models.map(function (e) {
+        return { id: e.model.model_id, name: e.model.name, x: e.model[x], y: e.model.performance, color: colorOf[e.model.model_id] };
+      });
+    };
+    Plots.scatter($("plot-throughput"), points("throughput"), { xLabel: "throughput (examples/s)", yLabel: "performance", xBetter: 1 });
+    Plots.scatter($("plot-memory"), points("memory"), { xLabel: "memory (GiB)", yLabel: "performance", xBetter: -1 });
+    var series = result.models.map(function (e) {
+      var values = {};
+      (e.model.rounds || []).forEach(function (r) {
+        if (r.performance != null) values[r.round] = { y: r.performance, lo: r.performance_ci ? r.performance_ci[0] : null, hi: r.performance_ci ? r.performance_ci[1] : null };
+      });
+      return { id: e.model.model_id, name: e.model.name, color: colorOf[e.model.model_id], values: values };
+    });
+    Plots.rounds($("plot-rounds"), series, data.rounds);
+    var items = result.models.map(function (e) { return { name: e.model.name, color: colorOf[e.model.model_id] }; });
+    ["plot-throughput", "plot-memory", "plot-rounds"].forEach(function (id) { Plots.legend($(id), items); });
+  }
+
+  document.querySelectorAll("#weights input[type=range]").forEach(function (input) {
+    input.addEventListener("input", function () {
+      var value = Number(input.value);
+      if (input.dataset.axis) state.weights[input.dataset.axis] = value;
+      else state.rounds[input.dataset.round] = value;
+      setSlider(input, value);
+      state.sort = "rank"; state.dir = 1;
+      render();
+    });
+  });
+  $("weights").addEventListener("submit", function (ev) { ev.preventDefault(); render(); });
+  $("reset").addEventListener("click", function (ev) {
+    ev.preventDefault();
+    state.weights = Object.assign({}, data.default_weights);
+    state.rounds = Object.assign({}, data.default_round_weights);
+    state.sort = "rank"; state.dir = 1;
+    syncControls();
+    render();
+  });
+  document.querySelectorAll("#leaderboard thead button").forEach(function (b) {
+    b.addEventListener("click", function () {
+      var key = b.dataset.sort;
+      if (state.sort === key) state.dir = -state.dir;
+      else { state.sort = key; state.dir = key === "rank" || key === "name" ? 1 : -1; }
+      render();
+    });
+  });
+  // Labels for screen readers: "Performance weight".
+  AXES.forEach(function (a) { $("w_" + a).setAttribute("aria-label", LABELS[a] + " weight"); });
+  render();
+})();

@@ -1,0 +1,153 @@
+// Small SVG plots drawn from the data on the page (no library, nothing fetched).
+(function (root) {
+  "use strict";
+  var NS = "http://www.w3.org/2000/svg";
+  var PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
+  var WIDTH = 440, H = 300, M = { left: 56, right: 16, top: 14, bottom: 46 };
+
+  function el(name, attrs, parent) {
+    var node = document.createElementNS(NS, name);
+    Object.keys(attrs || {}).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+  function text(parent, x, y, content, attrs) {
+    var t = el("text", Object.assign({ x: x, y: y }, attrs || {}), parent);
+    t.textContent = content;
+    return t;
+  }
+  function color(index) { return PALETTE[index % PALETTE.length]; }
+
+  function ticks(lo, hi, log) {
+    if (log) {
+      var out = [];
+      for (var e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) out.push(Math.pow(10, e));
+      return out;
+    }
+    var span = hi - lo || 1, step = Math.pow(10, Math.floor(Math.log10(span / 4)));
+    [1, 2, 5, 10].some(function (m) { if (span / (step * m) <= 6) { step *= m; return true; } return false; });
+    var result = [];
+    for (var v = Math.ceil(lo / step) * step; v <= hi + 1e-9; v += step) result.push(+v.toFixed(10));
+    return result;
+  }
+  function label(v) {
+    var a = Math.abs(v);
+    if (a >= 1e6) return (v / 1e6).toFixed(a >= 1e7 ? 0 : 1) + "M";
+    if (a >= 1e3) return (v / 1e3).toFixed(a >= 1e4 ? 0 : 1) + "k";
+    if (a >= 10 || a === 0) return String(Math.round(v));
+    return String(+v.toPrecision(2));
+  }
+  function extent(values, pad) {
+    var lo = Math.min.apply(null, values), hi = Math.max.apply(null, values);
+    if (lo === hi) { lo -= pad || 1; hi += pad || 1; }
+    var p = (hi - lo) * 0.08;
+    return [lo - p, hi + p];
+  }
+
+  function frame(container, xLabel, yLabel, W) {
+    container.textContent = "";
+    var svg = el("svg", { width: W, height: H, viewBox: "0 0 " + W + " " + H }, container);
+    var g = el("g", { class: "axis" }, svg);
+    el("line", { x1: M.left, y1: H - M.bottom, x2: W - M.right, y2: H - M.bottom }, g);
+    el("line", { x1: M.left, y1: M.top, x2: M.left, y2: H - M.bottom }, g);
+    text(svg, (M.left + W - M.right) / 2, H - 8, xLabel, { "text-anchor": "middle" });
+    text(svg, 14, (M.top + H - M.bottom) / 2, yLabel, { "text-anchor": "middle", transform: "rotate(-90 14 " + (M.top + H - M.bottom) / 2 + ")" });
+    return svg;
+  }
+
+  function yAxis(svg, lo, hi, sy, W) {
+    ticks(lo, hi, false).forEach(function (v) {
+      var y = sy(v);
+      el("line", { class: "grid", x1: M.left, x2: W - M.right, y1: y, y2: y }, svg);
+      text(svg, M.left - 6, y + 4, label(v), { "text-anchor": "end" });
+    });
+  }
+
+  // Models no other model beats on both axes (ties on both count as on the front).
+  function pareto(points, xBetter) {
+    return points.filter(function (p) {
+      return !points.some(function (q) {
+        var qx = xBetter * q.x, px = xBetter * p.x;
+        return q !== p && qx >= px && q.y >= p.y && (qx > px || q.y > p.y);
+      });
+    });
+  }
+
+  // points: [{id, name, x, y, color}]; xBetter: +1 when more x is better, -1 when less.
+  function scatter(container, points, options) {
+    var W = WIDTH;
+    var svg = frame(container, options.xLabel, options.yLabel, W);
+    if (!points.length) { text(svg, W / 2, H / 2, "no ranked model", { "text-anchor": "middle" }); return; }
+    var xs = points.map(function (p) { return p.x; }), ys = points.map(function (p) { return p.y; });
+    var log = xs.every(function (x) { return x > 0; }) && Math.max.apply(null, xs) / Math.min.apply(null, xs) > 30;
+    var tx = log ? Math.log10 : function (v) { return v; };
+    var xr = log ? [Math.min.apply(null, xs) / 1.5, Math.max.apply(null, xs) * 1.5] : extent(xs, 1);
+    var yr = extent(ys, 1);
+    var sx = function (v) { return M.left + (tx(v) - tx(xr[0])) / (tx(xr[1]) - tx(xr[0])) * (W - M.left - M.right); };
+    var sy = function (v) { return H - M.bottom - (v - yr[0]) / (yr[1] - yr[0]) * (H - M.top - M.bottom); };
+    yAxis(svg, yr[0], yr[1], sy, W);
+    ticks(xr[0], xr[1], log).forEach(function (v) {
+      if (v < xr[0] || v > xr[1]) return;
+      var x = sx(v);
+      el("line", { class: "grid", x1: x, x2: x, y1: M.top, y2: H - M.bottom }, svg);
+      text(svg, x, H - M.bottom + 15, label(v), { "text-anchor": "middle" });
+    });
+    if (log) text(svg, W - M.right, H - M.bottom - 4, "log scale", { "text-anchor": "end", class: "sub" });
+    var front = pareto(points, options.xBetter);
+    var path = front.slice().sort(function (a, b) { return a.x - b.x; })
+      .map(function (p) { return sx(p.x).toFixed(1) + "," + sy(p.y).toFixed(1); }).join(" ");
+    if (front.length > 1) el("polyline", { class: "front", points: path }, svg);
+    points.forEach(function (p) {
+      var on = front.indexOf(p) >= 0;
+      var c = el("circle", {
+        class: "point" + (on ? " on-front" : ""), "data-model-id": p.id, cx: sx(p.x), cy: sy(p.y), r: 6,
+        fill: on ? p.color : "#fff", stroke: p.color, "stroke-width": 2.5
+      }, svg);
+      el("title", {}, c).textContent = p.name + ": " + options.yLabel + " " + p.y.toFixed(1) + ", " + options.xLabel + " " + label(p.x) + (on ? " (Pareto front)" : "");
+    });
+  }
+
+  // series: [{id, name, color, values: {round: {y, lo, hi}}}]
+  function rounds(container, series, roundNames) {
+    var W = Math.max(WIDTH, Math.min(1000, 140 * roundNames.length + 40 * series.length * roundNames.length));
+    var svg = frame(container, "round", "performance", W);
+    var all = [];
+    series.forEach(function (s) { roundNames.forEach(function (r) { var v = s.values[r]; if (v) all.push(v.lo != null ? v.lo : v.y, v.hi != null ? v.hi : v.y); }); });
+    if (!all.length) { text(svg, W / 2, H / 2, "no ranked model", { "text-anchor": "middle" }); return; }
+    var yr = extent(all, 1);
+    var sy = function (v) { return H - M.bottom - (v - yr[0]) / (yr[1] - yr[0]) * (H - M.top - M.bottom); };
+    var band = (W - M.left - M.right) / roundNames.length;
+    yAxis(svg, yr[0], yr[1], sy, W);
+    roundNames.forEach(function (r, i) { text(svg, M.left + band * (i + 0.5), H - M.bottom + 15, r, { "text-anchor": "middle" }); });
+    series.forEach(function (s, k) {
+      var g = el("g", { class: "series", "data-model-id": s.id }, svg);
+      var offset = series.length > 1 ? (k / (series.length - 1) - 0.5) * band * 0.6 : 0;
+      roundNames.forEach(function (r, i) {
+        var v = s.values[r];
+        if (!v) return;
+        var x = M.left + band * (i + 0.5) + offset;
+        if (v.lo != null && v.hi != null) {
+          el("line", { class: "interval", x1: x, x2: x, y1: sy(v.lo), y2: sy(v.hi), stroke: s.color, "stroke-width": 2 }, g);
+          el("line", { x1: x - 4, x2: x + 4, y1: sy(v.lo), y2: sy(v.lo), stroke: s.color, "stroke-width": 2 }, g);
+          el("line", { x1: x - 4, x2: x + 4, y1: sy(v.hi), y2: sy(v.hi), stroke: s.color, "stroke-width": 2 }, g);
+        }
+        var c = el("circle", { class: "point", "data-model-id": s.id, "data-round": r, cx: x, cy: sy(v.y), r: 5, fill: s.color }, g);
+        el("title", {}, c).textContent = s.name + ", " + r + ": " + v.y.toFixed(1) + (v.lo != null ? " (95 % interval " + v.lo.toFixed(1) + "–" + v.hi.toFixed(1) + ")" : "");
+      });
+    });
+  }
+
+  function legend(container, items) {
+    var div = document.createElement("div");
+    div.className = "legend";
+    items.forEach(function (it) {
+      var span = document.createElement("span");
+      span.style.setProperty("--c", it.color);
+      span.textContent = it.name;
+      div.appendChild(span);
+    });
+    container.appendChild(div);
+  }
+
+  root.Plots = { scatter: scatter, rounds: rounds, legend: legend, color: color, pareto: pareto };
+})(this);

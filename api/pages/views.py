@@ -1,0 +1,219 @@
+"""HTML pages: the task list, a task's leaderboard, a model's public results.
+
+Everything a page shows is on the page (no CDN, no fetch at load): the leaderboard is
+rendered on the server for the weights in the URL, from the API's own computation, and the
+page's script re-ranks it in the browser as the viewer moves the sliders.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from flask import Blueprint, current_app, render_template, request, send_from_directory, url_for
+from markupsafe import Markup
+from sqlalchemy import func, select
+
+from api.pages import boards, public
+from api.pages.visibility import model_visible, task_visible
+from api.pages.visibility import public as public_view
+from api.service import Service
+from configs.schema import TaskSpec
+from configs.vocabulary.axes import AXES
+from store.models import ResultRow
+
+STATIC = Path(__file__).resolve().parent / "static"
+pages = Blueprint("pages", __name__, template_folder="templates")
+
+AXIS_LABELS = {
+    "performance": "Performance",
+    "throughput": "Throughput",
+    "memory": "Memory",
+    "robustness": "Robustness",
+    "fairness": "Fairness",
+}
+AXIS_UNITS = {
+    "performance": "0–100",
+    "throughput": "examples/s",
+    "memory": "GiB",
+    "robustness": "0–100",
+    "fairness": "0–100",
+}
+
+
+def service() -> Service:
+    return current_app.extensions["dynaeval"]
+
+
+@pages.app_template_filter("num")
+def num(value: Any, digits: int = 1) -> str:
+    """A number for people: fixed decimals, thousands separated; '—' when absent."""
+    if not isinstance(value, int | float) or value != value:
+        return "—"
+    if abs(value) >= 1e6:
+        return f"{value:,.0f}"
+    return f"{value:,.{digits}f}"
+
+
+@pages.app_template_filter("tojson_script")
+def tojson_script(value: Any) -> Markup:
+    """JSON safe inside a <script type="application/json"> element."""
+    text = json.dumps(value, allow_nan=False)
+    return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
+@pages.context_processor
+def _labels() -> dict[str, Any]:
+    return {"AXES": AXES, "AXIS_LABELS": AXIS_LABELS, "AXIS_UNITS": AXIS_UNITS}
+
+
+def task_list() -> str:
+    """Every task with its rounds, metric, number of scored models and last update."""
+    updated = _last_updates()
+    tasks = []
+    for task in service().tasks.values():
+        if not task_visible(task.name):
+            continue
+        rows = service().queries.leaderboard_rows(task.name)
+        tasks.append(
+            {
+                "name": task.name,
+                "description": task.description,
+                "rounds": [spec.name for spec in task.rounds],
+                "metric": task.metric,
+                "models": len(rows),
+                "updated": updated.get(task.name),
+            }
+        )
+    return render_template("pages/tasks.html", tasks=tasks)
+
+
+def _last_updates() -> dict[str, str]:
+    with service().db.session() as session:
+        found = session.execute(
+            select(ResultRow.task, func.max(ResultRow.created_at)).group_by(ResultRow.task)
+        ).all()
+    return {task: moment.strftime("%Y-%m-%d %H:%M UTC") for task, moment in found}
+
+
+@pages.route("/static/pages/<path:filename>")
+@public_view
+def static(filename: str) -> Any:
+    """The pages' scripts and style sheet (shipped in the package, never a CDN)."""
+    return send_from_directory(STATIC, filename, max_age=300)
+
+
+@pages.route("/tasks/<task_name>")
+@public_view
+def task_page(task_name: str) -> Any:
+    task = service().tasks.get(task_name)
+    if task is None or not task_visible(task_name):
+        return _not_found(f"There is no task called “{task_name}”.")
+    error = ""
+    try:
+        weights = boards.axis_weights(task, _weights_query(task))
+        round_weights = boards.parse_round_weights(task, _rounds_query(task))
+    except boards.BadWeights as exc:
+        error = str(exc)
+        weights = boards.axis_weights(task, None)
+        round_weights = boards.default_round_weights(task)
+    board = boards.board(service(), task, weights, round_weights)
+    data = boards.page_data(service(), task, weights, round_weights)
+    query = _query(weights.to_dict(), round_weights, task)
+    data["ties"] = _ties(board)  # the API's 95 % tie groups, for these weights only
+    data["ties_for"] = "&".join(f"{k}={v}" for k, v in query.items())
+    return render_template(
+        "pages/leaderboard.html",
+        task=task,
+        board=board,
+        data=data,
+        pages_of={m["model_id"]: m["page"] for m in data["models"]},
+        error=error,
+        shares=_shares(board, weights.to_dict()),
+        query=query,
+        downloads=_downloads(task, query),
+        huge=_huge(board),
+    ), (400 if error else 200)
+
+
+def _weights_query(task: TaskSpec) -> str | None:
+    """``?weights=axis:n,...``, or the no-script form's ``w_<axis>`` fields."""
+    fields = {axis: request.args.get(f"w_{axis}") for axis in AXES}
+    if any(v is not None for v in fields.values()):
+        return ",".join(f"{a}:{v}" for a, v in fields.items() if v is not None)
+    return request.args.get("weights")
+
+
+def _rounds_query(task: TaskSpec) -> str | None:
+    fields = {spec.name: request.args.get(f"r_{spec.name}") for spec in task.rounds}
+    if any(v is not None for v in fields.values()):
+        return ",".join(f"{r}:{v}" for r, v in fields.items() if v is not None)
+    return request.args.get("rounds")
+
+
+def _query(
+    weights: dict[str, float], round_weights: dict[str, float], task: TaskSpec
+) -> dict[str, str]:
+    query = {"weights": boards.weights_text(weights)}
+    if round_weights != boards.default_round_weights(task):
+        query["rounds"] = boards.weights_text(round_weights)
+    return query
+
+
+def _downloads(task: TaskSpec, query: dict[str, str]) -> dict[str, str]:
+    values: dict[str, Any] = {"task_name": task.name, **query}
+    return {
+        fmt: url_for("downloads.leaderboard_download", format=fmt, **values)
+        for fmt in ("csv", "json")
+    }
+
+
+def _shares(board: dict[str, Any], weights: dict[str, float]) -> dict[str, float]:
+    """The normalised weights the Dynascore used (axes with a usable AMRS)."""
+    amrs = board.get("amrs") or {}
+    kept = {a: w for a, w in weights.items() if w > 0 and (amrs.get(a) or 0) > 0}
+    total = sum(kept.values())
+    return {a: w / total for a, w in kept.items()} if total else {}
+
+
+def _ties(board: dict[str, Any]) -> dict[str, str]:
+    """``model id -> "statistically tied (95 %) with a, b"`` from the leaderboard's
+    ``tie_groups`` when the API gives them (empty otherwise)."""
+    names = {m["model_id"]: m["name"] for m in board.get("models") or []}
+    ties = {}
+    for group in board.get("tie_groups") or []:
+        members = [i for i in group.get("model_ids") or [] if i in names]
+        if len(members) < 2:
+            continue
+        for model_id in members:
+            others = ", ".join(names[i] for i in members if i != model_id)
+            ties[model_id] = f"statistically tied (95 %) with {others}"
+    return ties
+
+
+def _huge(board: dict[str, Any]) -> bool:
+    return any(abs(m["dynascore"]) >= 1000 for m in board.get("models") or [])
+
+
+@pages.route("/models/<model_id>")
+@public_view
+def model_page(model_id: str) -> Any:
+    found = public.model_results(service(), model_id)
+    if found is None or not model_visible(model_id):
+        return _not_found("There is no scored model with this id (only scored models have a page).")
+    task = service().tasks.get(found["task"])
+    return render_template(
+        "pages/model.html",
+        model=found,
+        task=task,
+        view=public.model_view(found),
+        downloads={
+            fmt: url_for("downloads.scores_download", model_id=model_id, format=fmt)
+            for fmt in ("csv", "json")
+        },
+    )
+
+
+def _not_found(message: str) -> tuple[str, int]:
+    return render_template("pages/not_found.html", message=message), 404

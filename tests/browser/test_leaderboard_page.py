@@ -1,0 +1,361 @@
+"""The leaderboard page in headless Chromium: sliders re-rank exactly like the API, the
+address shares the view, the plots have one point per model, the page without JavaScript
+ranks like the API, and a model page shows slices and provenance."""
+
+from __future__ import annotations
+
+import random
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.browser.conftest import Live
+from tests.browser.seed import SECRET_LOG, TASK
+
+AXES = ("performance", "throughput", "memory", "robustness", "fairness")
+pytestmark = pytest.mark.timeout(240)
+
+
+def _by(kind: str) -> Any:
+    from selenium.webdriver.common.by import By
+
+    return getattr(By, kind)
+
+
+def table_order(driver: Any) -> list[str]:
+    rows = driver.find_elements(_by("CSS_SELECTOR"), "#leaderboard tbody tr")
+    return [row.get_attribute("data-model-id") for row in rows]
+
+
+def table_rows(driver: Any) -> list[tuple[str, int, float]]:
+    rows = driver.find_elements(_by("CSS_SELECTOR"), "#leaderboard tbody tr")
+    return [
+        (
+            r.get_attribute("data-model-id"),
+            int(r.get_attribute("data-rank")),
+            float(r.get_attribute("data-dynascore")),
+        )
+        for r in rows
+    ]
+
+
+def api_board(live: Live, weights: str) -> dict[str, Any]:
+    return live.api(f"/api/v1/tasks/{TASK}/leaderboard", weights=weights)
+
+
+def assert_same_as_api(driver: Any, live: Live, weights: str) -> list[str]:
+    """The page's rows equal the API's ranking for ``weights``: order, ranks, Dynascores."""
+    board = api_board(live, weights)
+    expected = [(m["model_id"], m["rank"], m["dynascore"]) for m in board["models"]]
+    shown = table_rows(driver)
+    assert [s[0] for s in shown] == [e[0] for e in expected], weights
+    assert [s[1] for s in shown] == [e[1] for e in expected], weights
+    for (_, _, mine), (_, _, theirs) in zip(shown, expected, strict=True):
+        assert mine == pytest.approx(theirs, rel=1e-9, abs=1e-6), weights
+    return [e[0] for e in expected]
+
+
+def url_weights(driver: Any) -> str:
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(driver.current_url).query)
+    return query["weights"][0]
+
+
+def open_board(driver: Any, live: Live, query: str = "") -> None:
+    driver.get(f"{live.url}/tasks/{TASK}{query}")
+    driver.find_element(_by("CSS_SELECTOR"), "#leaderboard tbody tr")
+
+
+def test_each_slider_reranks_exactly_like_the_api(browser: Any, live: Live) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    open_board(browser, live)
+    assert_same_as_api(browser, live, url_weights(browser))
+    for axis in AXES:
+        slider = browser.find_element(_by("ID"), f"w_{axis}")
+        label = browser.find_element(_by("CSS_SELECTOR"), f"label[for=w_{axis}]")
+        assert label.text.lower() == axis
+        slider.send_keys(Keys.HOME)  # the keyboard moves it: 0
+        weights_low = url_weights(browser)
+        assert f"{axis}:0" in weights_low.split(",")
+        low = assert_same_as_api(browser, live, weights_low)
+        slider.send_keys(Keys.END)  # 5
+        weights_high = url_weights(browser)
+        assert f"{axis}:5" in weights_high.split(",")
+        high = assert_same_as_api(browser, live, weights_high)
+        assert low != high, f"moving the {axis} slider from 0 to 5 did not change the order"
+        slider.send_keys(Keys.ARROW_LEFT)  # one step: 4.5
+        assert f"{axis}:4.5" in url_weights(browser).split(",")
+        assert_same_as_api(browser, live, url_weights(browser))
+        assert browser.find_element(_by("ID"), f"w_{axis}_value").text == "4.5"
+
+
+def test_the_script_ranks_any_weights_like_the_api(browser: Any, live: Live) -> None:
+    """The JS port against the API on random weights, including off-grid and tied ones."""
+    open_board(browser, live)
+    rng = random.Random(7)
+    for _ in range(25):
+        weights = {a: rng.choice([0, 0.5, 1, 2.37, 5, 9.99, rng.uniform(0, 5)]) for a in AXES}
+        if not any(weights.values()):
+            weights["performance"] = 1
+        text = ",".join(f"{a}:{w!r}" for a, w in weights.items())
+        order = browser.execute_script(
+            "var d = JSON.parse(document.getElementById('board-data').textContent);"
+            "var r = Dynascore.compute(d.models, arguments[0], "
+            "{instanceMemory: d.instance_memory_gib, tolerance: d.tolerance});"
+            "return r.models.map(function (e) { return [e.model.model_id, e.rank, e.dynascore]; });",
+            weights,
+        )
+        board = api_board(live, text)
+        assert [o[0] for o in order] == [m["model_id"] for m in board["models"]], text
+        assert [o[1] for o in order] == [m["rank"] for m in board["models"]], text
+        for mine, theirs in zip(order, board["models"], strict=True):
+            assert mine[2] == pytest.approx(theirs["dynascore"], rel=1e-9, abs=1e-6)
+
+
+def test_round_weights_rerank_like_the_server(browser: Any, live: Live) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    open_board(browser, live)
+    browser.find_element(_by("ID"), "r_r1").send_keys(Keys.HOME)
+    browser.find_element(_by("ID"), "r_r3").send_keys(Keys.END)
+    query = urllib.parse.urlsplit(browser.current_url).query
+    assert "rounds=r1:0,r2:1,r3:5" in urllib.parse.unquote(query)
+    in_browser = table_rows(browser)
+    download = live.api(
+        f"/api/v1/tasks/{TASK}/leaderboard/download",
+        format="json",
+        **dict(urllib.parse.parse_qsl(query)),
+    )
+    assert [r[0] for r in in_browser] == [m["model_id"] for m in download["models"]]
+    for mine, theirs in zip(in_browser, download["models"], strict=True):
+        assert mine[2] == pytest.approx(theirs["dynascore"], rel=1e-9, abs=1e-6)
+
+
+def test_a_shared_address_restores_the_weights(browser: Any, live: Live) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    shared = "?weights=performance:1,throughput:3.5,memory:0,robustness:2,fairness:5&rounds=r2:2"
+    open_board(browser, live, shared)
+    expected = {
+        "performance": "1.0",
+        "throughput": "3.5",
+        "memory": "0.0",
+        "robustness": "2.0",
+        "fairness": "5.0",
+    }
+    for axis, shown in expected.items():
+        assert browser.find_element(_by("ID"), f"w_{axis}_value").text == shown
+        assert float(browser.find_element(_by("ID"), f"w_{axis}").get_attribute("value")) == float(
+            shown
+        )
+    assert browser.find_element(_by("ID"), "r_r2_value").text == "2.0"
+    order = table_order(browser)
+    # move a slider, then open the address in a fresh page: the same view comes back
+    browser.find_element(_by("ID"), "w_memory").send_keys(Keys.END)
+    moved, address = table_order(browser), browser.current_url
+    browser.get("about:blank")
+    browser.get(address)
+    assert browser.find_element(_by("ID"), "w_memory_value").text == "5.0"
+    assert browser.find_element(_by("ID"), "r_r2_value").text == "2.0"
+    assert table_order(browser) == moved
+    assert order  # the shared view was ranked
+    # reset: the task's defaults, in the controls, the address and the ranking
+    browser.find_element(_by("ID"), "reset").click()
+    defaults = live.api(f"/api/v1/tasks/{TASK}")["weights"]
+    for axis in AXES:
+        assert (
+            float(browser.find_element(_by("ID"), f"w_{axis}").get_attribute("value"))
+            == defaults[axis]
+        )
+    assert "rounds=" not in browser.current_url
+    assert_same_as_api(browser, live, url_weights(browser))
+    assert table_order(browser) == [m["model_id"] for m in api_board(live, "")["models"]]
+
+
+def test_the_table_sorts_and_marks_partial_and_unranked_models(browser: Any, live: Live) -> None:
+    open_board(browser, live)
+    header = browser.find_element(_by("CSS_SELECTOR"), "#leaderboard button[data-sort=throughput]")
+    header.click()
+    rows = browser.find_elements(_by("CSS_SELECTOR"), "#leaderboard tbody tr td:nth-child(5)")
+    values = [float(r.text.replace(",", "")) for r in rows]
+    assert values == sorted(values, reverse=True)
+    th = header.find_element(_by("XPATH"), "..")
+    assert th.get_attribute("aria-sort") == "descending"
+    partial = live.ids["t5-small (old data)"]
+    row = browser.find_element(_by("CSS_SELECTOR"), f'#leaderboard tr[data-model-id="{partial}"]')
+    assert "partial: not scored on r3/test" in row.text
+    assert "not scored" in row.text
+    unranked = browser.find_element(_by("ID"), "unranked").text
+    assert "no-fairness-run" in unranked and "missing axes: fairness" in unranked
+
+
+def test_plots_have_one_point_per_model(browser: Any, live: Live) -> None:
+    open_board(browser, live)
+    ranked = [m["model_id"] for m in api_board(live, url_weights(browser))["models"]]
+    for plot in ("plot-throughput", "plot-memory"):
+        points = browser.find_elements(_by("CSS_SELECTOR"), f"#{plot} circle.point")
+        assert sorted(p.get_attribute("data-model-id") for p in points) == sorted(ranked)
+        assert browser.find_elements(_by("CSS_SELECTOR"), f"#{plot} circle.on-front")
+    # the Pareto front on performance vs memory, computed here
+    models = api_board(live, "")["models"]
+    front = {
+        m["model_id"]
+        for m in models
+        if not any(
+            o is not m
+            and o["performance"] >= m["performance"]
+            and o["memory"] <= m["memory"]
+            and (o["performance"] > m["performance"] or o["memory"] < m["memory"])
+            for o in models
+        )
+    }
+    marked = browser.find_elements(_by("CSS_SELECTOR"), "#plot-memory circle.on-front")
+    assert {p.get_attribute("data-model-id") for p in marked} == front
+    series = browser.find_elements(_by("CSS_SELECTOR"), "#plot-rounds g.series")
+    assert sorted(s.get_attribute("data-model-id") for s in series) == sorted(ranked)
+    bars = browser.find_elements(_by("CSS_SELECTOR"), "#plot-rounds line.interval")
+    assert len(bars) == sum(len(m["rounds"]) for m in models)
+
+
+def test_without_javascript_the_server_ranks_like_the_api(
+    browser_without_js: Any, live: Live
+) -> None:
+    driver = browser_without_js
+    for weights in ("", "throughput:5,performance:0", "memory:5,fairness:0.3", "robustness:2.5"):
+        driver.get(f"{live.url}/tasks/{TASK}?weights={weights}")
+        board = api_board(live, weights)
+        assert table_order(driver) == [m["model_id"] for m in board["models"]], weights
+        assert [r[1] for r in table_rows(driver)] == [m["rank"] for m in board["models"]]
+    assert "js" not in (driver.find_element(_by("TAG_NAME"), "html").get_attribute("class") or "")
+    # the form works without a script too: Apply sends the sliders to the server
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.find_element(_by("ID"), "apply").click()
+    WebDriverWait(driver, 10).until(lambda d: "w_performance=" in d.current_url)
+    driver.find_element(_by("CSS_SELECTOR"), "#leaderboard tbody tr")
+    assert table_order(driver) == [
+        m["model_id"] for m in api_board(live, "robustness:2.5")["models"]
+    ]
+
+
+def test_an_undefined_dynascore_is_said_plainly(browser: Any, live: Live) -> None:
+    browser.get(f"{live.url}/tasks/nli")
+    warning = browser.find_element(_by("ID"), "undefined")
+    assert warning.is_displayed() and "undefined" in warning.text
+    score = browser.find_element(_by("CSS_SELECTOR"), "#leaderboard tbody td.score").text
+    assert score == "—"
+
+
+def test_model_page_shows_slices_provenance_and_no_failures(
+    browser: Any, live: Live, artifacts: Path
+) -> None:
+    model_id = live.ids["distilbert"]
+    # anonymous: the leaderboard names the model but its page is its owner's and admins'
+    live.sign_out(browser)
+    browser.get(f"{live.url}/models/{model_id}")
+    assert "Not found" in browser.find_element(_by("TAG_NAME"), "h1").text
+    open_board(browser, live)
+    assert not browser.find_elements(_by("CSS_SELECTOR"), "#leaderboard tbody a")
+    live.sign_in(browser)
+    open_board(browser, live)
+    link = browser.find_element(
+        _by("CSS_SELECTOR"), f'#leaderboard tr[data-model-id="{model_id}"] a'
+    )
+    link.click()
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 10).until(lambda d: d.find_elements(_by("ID"), "slices"))
+    assert browser.current_url == f"{live.url}/models/{model_id}"
+    page = browser.page_source
+    assert SECRET_LOG not in page and "/secret/path" not in page
+    slices = browser.find_element(_by("ID"), "slices").text
+    assert "topic · round r1" in slices and "worst group" in slices.lower()
+    assert "small group" in slices
+    provenance = browser.find_element(_by("ID"), "provenance").text
+    assert "sha256:" + "02" * 32 in provenance
+    assert "0.1.0+gtest" in provenance
+    hashes = live.service.dataset_hashes(TASK)
+    assert all(h in provenance for h in hashes.values())
+    assert "fairness-ethnicity" in provenance and "3.1" in provenance
+    assert "memory_gib" in provenance  # the limits
+    scores = live.service.queries.submission(model_id, with_scores=True)["scores"]
+    rows = browser.find_elements(_by("CSS_SELECTOR"), "#scores tbody tr")
+    assert len(rows) == len(scores)
+    perturbations = browser.find_element(_by("ID"), "perturbations").text
+    assert "typo" in perturbations and "paraphrase" in perturbations
+    browser.set_window_size(1440, _height(browser))
+    browser.save_screenshot(str(artifacts / "model.png"))
+    browser.set_window_size(1440, 1000)
+    # a failed submission has no public page, and its log tail shows nowhere
+    browser.get(f"{live.url}/models/{live.ids['failed']}")
+    assert "Not found" in browser.find_element(_by("TAG_NAME"), "h1").text
+    assert SECRET_LOG not in browser.page_source
+    live.sign_out(browser)
+
+
+def test_screenshot_of_the_leaderboard(browser: Any, live: Live, artifacts: Path) -> None:
+    open_board(browser, live)
+    browser.set_window_size(1440, _height(browser))
+    browser.save_screenshot(str(artifacts / "leaderboard.png"))
+    browser.set_window_size(1440, 1000)
+    browser.get(live.url + "/")
+    browser.save_screenshot(str(artifacts / "tasks.png"))
+    assert (artifacts / "leaderboard.png").stat().st_size > 10_000
+
+
+def _height(driver: Any) -> int:
+    return int(driver.execute_script("return document.documentElement.scrollHeight")) + 40
+
+
+def test_a_slider_reranks_at_once(browser: Any, live: Live, artifacts: Path) -> None:
+    """Slider input to redrawn table and plots, timed in the page (synchronous work), and
+    the formula alone on 1000 synthetic models; written to the artifacts."""
+    import json
+
+    open_board(browser, live)
+    timing = browser.execute_script(
+        """
+        var slider = document.getElementById('w_memory'), times = [];
+        for (var i = 0; i < 40; i++) {
+          slider.value = String((i % 10) / 2);
+          var t0 = performance.now();
+          slider.dispatchEvent(new Event('input'));
+          times.push(performance.now() - t0);
+        }
+        var d = JSON.parse(document.getElementById('board-data').textContent);
+        var many = [];
+        for (var k = 0; k < 1000; k++) {
+          var m = Object.assign({}, d.models[k % 6]);
+          m.model_id = 'm' + k; m.performance = 20 + (k * 7919 % 6000) / 100;
+          m.throughput = 10 + k; m.memory = 0.01 * (k % 97);
+          many.push(m);
+        }
+        var t1 = performance.now();
+        Dynascore.compute(many, d.weights, {instanceMemory: d.instance_memory_gib});
+        times.sort(function (a, b) { return a - b; });
+        return {models_on_page: d.models.length, rerank_ms_median: times[20],
+                rerank_ms_max: times[39], compute_1000_models_ms: performance.now() - t1};
+        """
+    )
+    (artifacts / "rerank-timing.json").write_text(json.dumps(timing, indent=2), encoding="utf-8")
+    assert timing["rerank_ms_median"] < 100, timing
+    assert_same_as_api(browser, live, url_weights(browser))
+
+
+def test_statistical_ties_are_shown_when_the_api_gives_them(browser: Any, live: Live) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    open_board(browser, live)
+    board = api_board(live, url_weights(browser))
+    groups = [g["model_ids"] for g in board.get("tie_groups") or [] if len(g["model_ids"]) > 1]
+    if not groups:
+        pytest.skip("this API gives no tie groups (or none with two models)")
+    for model_id in groups[0]:
+        row = browser.find_element(
+            _by("CSS_SELECTOR"), f'#leaderboard tr[data-model-id="{model_id}"]'
+        )
+        assert "statistically tied (95 %)" in row.text
+    browser.find_element(_by("ID"), "w_memory").send_keys(Keys.END)  # other weights: unknown
+    assert "statistically tied" not in browser.find_element(_by("ID"), "leaderboard").text

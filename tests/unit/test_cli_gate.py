@@ -1,0 +1,106 @@
+"""The pieces of ``submit``'s gate and progress bar that need no server: thresholds, the
+exit code of a usage error, the bar on a terminal and its silence elsewhere."""
+
+from __future__ import annotations
+
+import argparse
+import io
+
+import pytest
+
+from client import cli
+from client.progress import ProgressBar, progress_wanted
+from client.sdk import dynabench_round_keys, metric_abbreviation
+from client.submit import EXIT_USAGE, Threshold, parse_thresholds
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("80", [Threshold("performance", 80.0)]),
+        ("performance=80", [Threshold("performance", 80.0)]),
+        ("dynascore=0", [Threshold("dynascore", 0.0)]),
+        ("dynascore=-2.5", [Threshold("dynascore", -2.5)]),
+        (
+            "performance=80, Robustness=70",
+            [Threshold("performance", 80.0), Threshold("robustness", 70.0)],
+        ),
+    ],
+)
+def test_thresholds_parse(text: str, expected: list[Threshold]) -> None:
+    assert parse_thresholds(text) == expected
+
+
+@pytest.mark.parametrize("text", ["memory=1", "bleu=3", "x", "performance=", "fairness=inf", ""])
+def test_bad_thresholds_are_refused(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_thresholds(text)
+
+
+def test_submit_usage_errors_exit_3(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.build_parser().parse_args(["submit", "m", "--task", "t", "--name", "n",
+                                       "--fail-under", "memory=2"])  # fmt: skip
+    assert exited.value.code == EXIT_USAGE
+    assert "--fail-under" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as other:  # other commands keep argparse's 2
+        cli.build_parser().parse_args(["leaderboard"])
+    assert other.value.code == 2
+
+
+def test_submit_help_states_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["submit", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for part in ("0 submitted", "1 below a --fail-under", "2 the evaluation failed", "3 bad usage"):
+        assert part in text
+
+
+def test_progress_bar_draws_on_a_terminal() -> None:
+    screen = io.StringIO()
+    screen.isatty = lambda: True  # type: ignore[method-assign]
+    with ProgressBar("sentiment", file=screen) as bar:
+        bar.update(0.5, "round r2 / test: typo")
+        bar.show_submission({"job": {"status": "running", "progress": 0.75, "stage": "r3"}})
+    drawn = screen.getvalue()
+    assert "sentiment" in drawn and "%" in drawn
+
+
+def test_disabled_progress_bar_draws_nothing() -> None:
+    screen = io.StringIO()
+    with ProgressBar("sentiment", enabled=False, file=screen) as bar:
+        bar.update(0.5, "stage")
+    assert screen.getvalue() == ""
+
+
+def test_progress_only_on_a_terminal_and_never_with_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    assert progress_wanted(json_output=False) is True
+    assert progress_wanted(json_output=True) is False
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    assert progress_wanted(json_output=False) is False
+
+
+def test_dynabench_round_keys() -> None:
+    assert [metric_abbreviation(m) for m in ("accuracy", "macro_f1", "squad_f1", "x")] == [
+        "acc",
+        "f1",
+        "f1",
+        "x",
+    ]
+    results = {
+        "metric": "accuracy",
+        "rounds": [
+            {"round": "r1", "performance": 71.0, "robustness": 90.0, "fairness": 80.0},
+            {"round": "dev-2", "performance": 64.5},
+        ],
+    }
+    assert dynabench_round_keys(results) == {
+        "round1_acc": 71.0,
+        "round1_robustness": 90.0,
+        "round1_fairness": 80.0,
+        "round2_acc": 64.5,
+    }
