@@ -3,9 +3,8 @@ revoke, rotate: each user their own), users and task access (admins)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from flask import Response, current_app, jsonify, request
 from flask.views import MethodView
@@ -22,8 +21,9 @@ from api.auth import (
     host_allowed,
     principal,
 )
+from api.docs import error_docs, success_docs
 from api.errors import ApiError
-from api.schemas import ErrorSchema
+from api.ratelimit import login_limited
 from store.accounts import (
     ADMIN_SCOPE,
     ROLE_SCOPES,
@@ -36,7 +36,6 @@ from store.accounts import (
     csrf_token,
 )
 
-F = TypeVar("F", bound=Callable[..., Any])
 SESSION_HOURS = 12
 blp = Blueprint("accounts", __name__, url_prefix="/api/v1", description="Accounts and tokens")
 ERRORS = {
@@ -49,17 +48,10 @@ ERRORS = {
 }
 
 
-def errors(*statuses: int) -> Callable[[F], F]:
-    def decorate(func: F) -> F:
-        for status in statuses:
-            func = blp.alt_response(status, schema=ErrorSchema, description=ERRORS[status])(func)
-        return func
-
-    return decorate
+errors = error_docs(blp, ERRORS)
 
 
-def ok(schema: type, status: int = 200) -> Callable[[F], F]:
-    return blp.alt_response(status, schema=schema, success=True)
+ok = success_docs(blp)
 
 
 # -- schemas ---------------------------------------------------------------------------------
@@ -82,6 +74,9 @@ class LogoutSchema(Schema):
     status = fields.String()
 
 
+MAX_TOKEN_DAYS = 3650.0
+
+
 class TokenCreateSchema(Schema):
     name = fields.String(required=True, validate=validate.Length(min=1, max=128))
     scopes = fields.List(
@@ -89,8 +84,11 @@ class TokenCreateSchema(Schema):
         load_default=lambda: ["read", "submit"],
         validate=validate.Length(min=1),
     )
+    # Bounded: a date past year 9999 cannot be stored (it was a 500); ten years is plenty.
     expires_in_days = fields.Float(
-        load_default=None, allow_none=True, validate=validate.Range(min=0, min_inclusive=False)
+        load_default=None,
+        allow_none=True,
+        validate=validate.Range(min=0, min_inclusive=False, max=MAX_TOKEN_DAYS),
     )
 
 
@@ -151,13 +149,15 @@ def _refused(exc: AccountError) -> ApiError:
 # -- session ---------------------------------------------------------------------------------
 @blp.route("/session")
 class SessionView(MethodView):
+    @login_limited
     @access(blp, PUBLIC)
     @ok(MeSchema)
     @errors(401, 403, 422)
     @blp.arguments(LoginSchema, as_kwargs=True)
     def post(self, name: str, password: str) -> Response:
         """Log in with a password: sets an HttpOnly session cookie; writes made with it need
-        our Origin or the returned csrf_token in X-CSRF-Token."""
+        our Origin or the returned csrf_token in X-CSRF-Token. Logins are rate-limited per
+        client address (429 ``rate_limited`` with Retry-After)."""
         store = accounts()
         user_id = store.check_password(name, password)
         if user_id is None:

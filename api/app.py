@@ -8,13 +8,15 @@ from flask import Flask
 from flask_smorest import Api
 from werkzeug.wrappers import Response
 
-from api import auth, errors
+from api import auth, errors, ratelimit
 from api.accounts import blp as accounts_blp
 from api.pages import downloads, pages
 from api.pages import index as pages_index
 from api.routes import blp
 from api.schemas import ErrorSchema
 from api.service import Service
+from api.views import blp as views_blp
+from api.views import view_pages
 
 
 class DynaevalApi(Api):
@@ -38,12 +40,15 @@ def create_app(service: Service, allowed_hosts: Iterable[str] | None = None) -> 
         API_SPEC_OPTIONS={"components": {"securitySchemes": auth.SECURITY_SCHEMES}},
     )
     app.extensions["dynaeval"] = service
-    api = DynaevalApi(app)
+    api = DynaevalApi(app, spec_kwargs={"extra_plugins": [ratelimit.RateLimitDocs()]})
     api.register_blueprint(blp)
     api.register_blueprint(accounts_blp)
+    api.register_blueprint(views_blp)
     api.register_blueprint(downloads)
     app.register_blueprint(pages)
+    app.register_blueprint(view_pages)
     auth.install(app, allowed_hosts)
+    ratelimit.install(app)  # after auth: writes are counted per principal
     errors.install(app)
     app.add_url_rule("/", "index", index)
     return app

@@ -5,21 +5,29 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from flask import current_app, request, url_for
+from flask import Response, current_app, request, url_for
 from flask.views import MethodView
 from flask_smorest import Blueprint
 from marshmallow import Schema, ValidationError
 
 from api.auth import PUBLIC, READ, SUBMIT, access, accounts, principal
 from api.compare import ComparisonSchema, compare
+from api.default_view import task_defaults
+from api.docs import error_docs, success_docs
 from api.errors import ApiError
 from api.leaderboard import leaderboard, viewer_weights
+from api.pages.boards import reweighted
+from api.pages.downloads import ScoresDownloadQuerySchema, file_response
+from api.pages.public import model_results
+from api.quotas import quota_state
+from api.results_file import ResultsFileSchema, results_csv, results_json
 from api.schemas import (
     SUBMIT_REQUEST_BODY,
-    ErrorSchema,
+    CancelledSchema,
     HealthSchema,
     LeaderboardQuerySchema,
     LeaderboardSchema,
+    QuotaSchema,
     ScoresSchema,
     SubmissionListQuerySchema,
     SubmissionListSchema,
@@ -42,38 +50,33 @@ from api.submissions import (
     submit_upload,
 )
 from configs.schema import TaskSpec
+from store.queries import CursorError
 
 MAX_JSON_BYTES = 64 * 1024
 
 blp = Blueprint("v1", __name__, url_prefix="/api/v1", description="Dynaeval API v1")
 F = TypeVar("F", bound=Callable[..., Any])
 ERRORS = {
-    400: "bad_json (the body is not a JSON object) or bad_weights",
+    400: "bad_json (the body is not a JSON object), bad_weights or bad_cursor",
     401: "unauthenticated (no or unknown credentials), token_expired or token_revoked",
     403: "insufficient_scope, cross_site_refused, or runtime_not_allowed (local runtimes are "
     "off, or on for admins only)",
     404: "unknown_task or unknown_submission (also for objects the caller may not see)",
-    409: "not_comparable or no_predictions: the two submissions cannot be compared (yet)",
+    409: "not_comparable or no_predictions: the two submissions cannot be compared (yet); "
+    "already_final: the submission's job has ended (nothing to cancel)",
     413: "image_too_large (an upload over the image limit, or a tarball that unpacks to more) "
     "or body_too_large (a JSON body over 64 KiB)",
     422: "invalid_submission, image_not_loadable or a query/form field out of range",
+    429: "quota_exceeded (the task's daily or total submission quota is used up; the message "
+    "names which and when the daily one resets) or rate_limited (too many writes: retry "
+    "after the seconds in Retry-After)",
 }
 
 
-def errors(*statuses: int) -> Callable[[F], F]:
-    """Document the error responses a route can give, each with the Error schema."""
-
-    def decorate(func: F) -> F:
-        for status in statuses:
-            func = blp.alt_response(status, schema=ErrorSchema, description=ERRORS[status])(func)
-        return func
-
-    return decorate
+errors = error_docs(blp, ERRORS)
 
 
-def ok(schema: type, status: int = 200) -> Callable[[F], F]:
-    """Document the success body without re-serialising what the view returns."""
-    return blp.alt_response(status, schema=schema, success=True)
+ok = success_docs(blp)
 
 
 def service() -> Service:
@@ -101,14 +104,20 @@ def _task_visible(name: str) -> bool:
     return found is None or principal().may_see_task(found)
 
 
-def submission_or_404(model_id: str, *, with_scores: bool = False) -> dict[str, Any]:
-    """A submission the caller may see; any other id, guessed or not, is the same 404."""
+def submission_or_404(
+    model_id: str, *, with_scores: bool = False, with_queue: bool = False
+) -> dict[str, Any]:
+    """A submission the caller may see; any other id, guessed or not, is the same 404.
+    ``with_queue`` adds a queued job's place and estimated start."""
     owner = accounts().model_access(model_id)
     found = None
     asker = principal()
     if owner is not None and asker.may_see_model(*owner):
         found = service().queries.submission(
-            model_id, with_scores=with_scores, show_internal=asker.is_admin
+            model_id,
+            with_scores=with_scores,
+            show_internal=asker.is_admin,
+            now=service().clock.now() if with_queue else None,
         )
     if found is None:
         raise ApiError(404, "unknown_submission", f"no submission {model_id!r}")
@@ -149,14 +158,18 @@ def get_task(task_name: str) -> dict[str, Any]:
 def get_leaderboard(
     task_name: str, weights: str | None = None, instance_memory: float | None = None
 ) -> dict[str, Any]:
-    """Models ranked by Dynascore under the viewer's weights."""
-    task = task_or_404(task_name)
+    """Models ranked by Dynascore under the viewer's weights (axes not named keep the
+    task's default view's weights, or the task's own when it has none)."""
+    defaults = task_defaults(service(), task_or_404(task_name))
+    task = defaults.task
     try:
         chosen = viewer_weights(task, weights)
         check_weights_syntax(weights)  # what the OpenAPI pattern says, exactly
     except ValueError as exc:
         raise ApiError(400, "bad_weights", str(exc)) from None
     rows = service().queries.leaderboard_rows(task.name)
+    if defaults.round_weights is not None and not weights:  # as the page: no weights given
+        rows = reweighted(rows, defaults.round_weights, task)
     return leaderboard(
         task, rows, chosen, instance_memory, current_hashes=service().dataset_hashes(task.name)
     )
@@ -166,16 +179,17 @@ def get_leaderboard(
 class Submissions(MethodView):
     @guard(READ)
     @ok(SubmissionListSchema)
-    @errors(401, 403, 404, 422)
+    @errors(400, 401, 403, 404, 422)
     @blp.arguments(TaskSubmissionListQuerySchema, location="query", as_kwargs=True)
-    def get(self, task_name: str, limit: int = 100) -> dict[str, Any]:
-        """The caller's submissions to a task (a task owner's: all of them), newest first."""
+    def get(self, task_name: str, limit: int = 100, cursor: str | None = None) -> dict[str, Any]:
+        """The caller's submissions to a task (a task owner's: all of them), newest first,
+        a page at a time (``next_cursor``)."""
         task_or_404(task_name)
-        return {"submissions": service().queries.submissions(task_name, limit, principal())}
+        return _submission_page(task_name, limit, cursor)
 
     @guard(SUBMIT)
     @blp.response(201, SubmittedSchema)
-    @errors(400, 401, 403, 404, 413, 422)
+    @errors(400, 401, 403, 404, 413, 422, 429)
     @blp.doc(
         description="Submit a model: JSON {name, runtime: {kind: docker, image: <registry "
         "reference>, protocol}} or multipart/form-data with an `image` file (a `docker save` "
@@ -185,6 +199,9 @@ class Submissions(MethodView):
     def post(self, task_name: str) -> dict[str, Any]:
         """Submit a model for evaluation; returns the queued submission."""
         task = task_or_404(task_name)
+        refusal = quota_state(service(), task, principal()).refusal()
+        if refusal is not None:  # before the body is read: nothing is stored
+            raise refusal
         try:
             if request.mimetype == "multipart/form-data":
                 submitted = _upload_submission(task)
@@ -199,7 +216,18 @@ class Submissions(MethodView):
             "name": submitted.name,
             "status": "queued",
             "url": url_for("v1.get_submission", model_id=submitted.model_id),
+            "quota": quota_state(service(), task, principal()).to_dict(),
         }
+
+
+@blp.route("/tasks/<task_name>/quota")
+@guard(READ)
+@ok(QuotaSchema)
+@errors(401, 403, 404)
+def get_quota(task_name: str) -> dict[str, Any]:
+    """How many submissions the caller has left on a task, today (with when the day resets,
+    midnight UTC) and in total; admins are exempt. Only what the submitter caused counts."""
+    return quota_state(service(), task_or_404(task_name), principal()).to_dict()
 
 
 def _json_submission(task: TaskSpec) -> Submitted:
@@ -281,8 +309,57 @@ def _refusal(exc: SubmissionRefused) -> ApiError:
 @ok(SubmissionSchema)
 @errors(401, 403, 404)
 def get_submission(model_id: str) -> dict[str, Any]:
-    """Status, progress, failure (code, message, log tail) and results of a submission."""
-    return submission_or_404(model_id)
+    """Status, progress (``step``), a queued job's place and estimated start (``queue``),
+    failure (code, message, log tail) and results of a submission."""
+    return submission_or_404(model_id, with_queue=True)
+
+
+@blp.route("/submissions/<model_id>/cancel", methods=["POST"])
+@guard(SUBMIT)
+@ok(CancelledSchema)
+@errors(401, 403, 404, 409)
+def cancel_submission(model_id: str) -> dict[str, Any]:
+    """Stop a submission's evaluation (its submitter, its task's owner or an admin): a
+    queued job ends at once; a running one ends now and its worker stops at its next step.
+    It fails with code ``cancelled``, which is never retried nor counted against anyone."""
+    who = principal()
+    found = accounts().model_access(model_id)
+    if found is None or not who.may_see_model(*found):
+        raise ApiError(404, "unknown_submission", f"no submission {model_id!r}")
+    task, owner_id = found
+    if not (who.is_admin or task in who.owned_tasks or owner_id == who.user_id):
+        raise ApiError(403, "not_owner", "only the submitter, the task's owner or an admin")
+    outcome = service().store.cancel(model_id, f"cancelled by {who.name}")
+    if not outcome.cancelled or outcome.job_id is None:
+        ended = outcome.status or "never queued"
+        raise ApiError(
+            409, "already_final", f"submission {model_id!r} has no job to cancel ({ended})"
+        )
+    return {"id": model_id, "job_id": outcome.job_id, "status": "failed", "was": outcome.status}
+
+
+@blp.route("/submissions/<model_id>/results/download")
+@guard(READ)
+@blp.doc(responses=file_response(ResultsFileSchema))
+@errors(401, 403, 404, 422)
+@blp.arguments(ScoresDownloadQuerySchema, location="query", as_kwargs=True)
+def results_download(model_id: str, format: str = "csv") -> Response:
+    """A scored submission's full results as a file: summary axes, every round and every
+    score under its full key (JSON: also slices, profile, provenance)."""
+    submission_or_404(model_id)  # the caller must be allowed to see it
+    model = model_results(service(), model_id)
+    if model is None:
+        raise ApiError(404, "unknown_submission", f"submission {model_id!r} has no results yet")
+    name = f"{model['task']}-{model_id}-results"
+    if format == "json":
+        return _attachment(results_json(model), "application/json", f"{name}.json")
+    return _attachment(results_csv(model), "text/csv", f"{name}.csv")
+
+
+def _attachment(text: str, mimetype: str, filename: str) -> Response:
+    response = Response(text, mimetype=mimetype)
+    response.headers["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
 
 
 @blp.route("/submissions/<model_id>/scores")
@@ -310,10 +387,23 @@ def get_comparison(model_id: str, other_id: str) -> dict[str, Any]:
 @blp.route("/submissions")
 @guard(READ)
 @ok(SubmissionListSchema)
-@errors(401, 403, 404, 422)
+@errors(400, 401, 403, 404, 422)
 @blp.arguments(SubmissionListQuerySchema, location="query", as_kwargs=True)
-def list_submissions(task: str | None = None, limit: int = 100) -> dict[str, Any]:
-    """The submissions the caller may see across tasks, newest first."""
+def list_submissions(
+    task: str | None = None, limit: int = 100, cursor: str | None = None
+) -> dict[str, Any]:
+    """The submissions the caller may see across tasks, newest first, a page at a time:
+    pass ``next_cursor`` as ``?cursor=`` for the next (null on the last page)."""
     if task is not None:
         task_or_404(task)
-    return {"submissions": service().queries.submissions(task, limit, principal())}
+    return _submission_page(task, limit, cursor)
+
+
+def _submission_page(task: str | None, limit: int, cursor: str | None) -> dict[str, Any]:
+    """The list body: the page in ``submissions`` (the shape older clients read) and
+    ``next_cursor`` beside it."""
+    try:
+        page = service().queries.submission_page(task, limit, principal(), cursor)
+    except CursorError as exc:
+        raise ApiError(400, "bad_cursor", str(exc)) from None
+    return {"submissions": page.items, "next_cursor": page.next_cursor}

@@ -107,6 +107,13 @@ class LeaderboardQuerySchema(Schema):
 
 class TaskSubmissionListQuerySchema(Schema):
     limit = fields.Integer(load_default=100, validate=validate.Range(min=1, max=1000))
+    cursor = fields.String(
+        validate=validate.Length(max=512),
+        metadata={
+            "description": "opaque: the next_cursor of the previous page (a bad one is 400 "
+            "bad_cursor); without it, the first page"
+        },
+    )
 
 
 class SubmissionListQuerySchema(TaskSubmissionListQuerySchema):
@@ -133,6 +140,25 @@ class ErrorSchema(Schema):
     error = fields.Nested(ErrorBodySchema, required=True)
 
 
+class QuotaLimitSchema(Schema):
+    limit = fields.Integer(allow_none=True, metadata={"description": "null: no limit"})
+    used = fields.Integer()
+    remaining = fields.Integer(allow_none=True, metadata={"description": "null: no limit"})
+
+
+class DailyQuotaSchema(QuotaLimitSchema):
+    resets_at = fields.String(metadata={"description": "the next midnight UTC"})
+
+
+class QuotaSchema(Schema):
+    """The caller's submissions left on a task (admins are exempt: no limits)."""
+
+    task = fields.String()
+    exempt = fields.Boolean()
+    daily = fields.Nested(DailyQuotaSchema)
+    total = fields.Nested(QuotaLimitSchema)
+
+
 class SubmittedSchema(Schema):
     id = fields.String()
     job_id = fields.String()
@@ -140,6 +166,7 @@ class SubmittedSchema(Schema):
     name = fields.String()
     status = fields.String()
     url = fields.String()
+    quota = fields.Nested(QuotaSchema, metadata={"description": "what is left after this one"})
 
 
 class HealthSchema(OpenSchema):
@@ -171,10 +198,37 @@ class JobSchema(OpenSchema):
     )
     progress = fields.Float()
     stage = fields.String(allow_none=True)
+    step = fields.Dict(
+        metadata={
+            "description": "the stage as data: phase (queued, claimed, starting, scoring, "
+            "profiling, done, ...) and, while scoring a set, its round, dataset and variant "
+            "(original or a perturbation); the evaluator reports whole sets, not examples"
+        }
+    )
+    queue = fields.Nested(
+        "QueuePlaceSchema",
+        allow_none=True,
+        metadata={"description": "a queued job's place (GET /submissions/{id} only)"},
+    )
     attempts = fields.Integer()
     max_attempts = fields.Integer()
     failure = fields.Nested(FailureSchema, allow_none=True)
     attempt_history = fields.List(fields.Dict())
+
+
+class QueuePlaceSchema(OpenSchema):
+    ahead = fields.Integer(metadata={"description": "queued jobs a worker claims before it"})
+    workers = fields.Integer(metadata={"description": "workers holding a live lease now"})
+    median_run_s = fields.Float(
+        allow_none=True, metadata={"description": "median run of the last 50 done jobs"}
+    )
+    estimated_start = fields.String(
+        allow_none=True,
+        metadata={
+            "description": "now + median_run_s x ceil((ahead + 1) / workers), not before the "
+            "job's retry time; null without a done job or a live worker"
+        },
+    )
 
 
 class SubmissionSchema(OpenSchema):
@@ -192,6 +246,17 @@ class SubmissionSchema(OpenSchema):
 
 class SubmissionListSchema(OpenSchema):
     submissions = fields.List(fields.Nested(SubmissionSchema))
+    next_cursor = fields.String(
+        allow_none=True,
+        metadata={"description": "pass as ?cursor= for the next page; null on the last page"},
+    )
+
+
+class CancelledSchema(OpenSchema):
+    id = fields.String()
+    job_id = fields.String()
+    status = fields.String(metadata={"description": "failed (with failure code cancelled)"})
+    was = fields.String(metadata={"description": "queued or running before the cancel"})
 
 
 class ScoresSchema(OpenSchema):

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from api.ratelimit import RateLimits
 from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
@@ -51,6 +52,8 @@ class Service:
     # registries on local networks (loopback, private, link-local, *.local names) that
     # submissions may name: "host" or "host:port" (DYNAEVAL_ALLOWED_REGISTRIES, comma-separated)
     allowed_registries: tuple[str, ...] = ()
+    # writes per user and logins per client address (tests set small ones)
+    rate_limits: RateLimits = RateLimits()
 
     @classmethod
     def open(

@@ -200,16 +200,15 @@ def _num(value: Any) -> Any:
 def cmd_serve(args: argparse.Namespace) -> int:
     from api.app import create_app
     from api.server import make_api_server
-    from client.examples import example_runtime_kind
+    from client.examples import check_example_runtime, queue_examples_in_background
 
     service = open_service(args.allow_local_runtimes, args.allow_registry)
     rescored = service.rescore_stale()
     if rescored:
         print(f"re-scoring {len(rescored)} models whose task data changed", flush=True)
-    if not args.no_examples and service.store.count_models() == 0:
-        kind = example_runtime_kind(args.example_runtime)
-        ids = service.queue_examples(kind)
-        print(f"queued {len(ids)} example models ({kind} runtime)", flush=True)
+    examples = not args.no_examples and service.store.count_models() == 0
+    if examples:
+        check_example_runtime(args.example_runtime)  # fail fast, before anything listens
     service.start_workers(args.workers)
     # JSON errors from the HTTP layer too (414...), no Server: Werkzeug/... Python/... banner
     app = create_app(service)
@@ -223,6 +222,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"leaderboard: {base}/tasks/{name} (JSON: {base}/api/v1/tasks/{name}/leaderboard)",
             flush=True,
         )
+    if examples:
+        # Building the example images takes minutes on a fresh clone: the server listens
+        # first and the pages show the examples as queued, then running, then scored.
+        queue_examples_in_background(service, args.example_runtime)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

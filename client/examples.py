@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import subprocess
+import threading
 
-from api.service import example_catalog, example_image
+from api.service import Service, example_catalog, example_image
 from configs.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
@@ -75,3 +76,36 @@ def example_runtime_kind(choice: str) -> str:
     if choice == "docker":
         raise RuntimeError("no Docker engine answers, or the example images did not build")
     return "process"
+
+
+def check_example_runtime(choice: str) -> None:
+    """Refuse ``docker`` at once when no engine answers (the build itself comes later)."""
+    if choice == "docker" and not docker_answers():
+        raise RuntimeError("--example-runtime docker: no Docker engine answers")
+
+
+def queue_examples(service: Service, choice: str) -> list[str]:
+    """Build the images if containers are possible, then queue every example model."""
+    try:
+        kind = example_runtime_kind(choice)
+    except RuntimeError as exc:  # asked for docker and the build failed: queue nothing
+        print(f"not queueing the example models: {exc}", flush=True)
+        return []
+    ids = service.queue_examples(kind)
+    print(f"queued {len(ids)} example models ({kind} runtime)", flush=True)
+    return ids
+
+
+def queue_examples_in_background(service: Service, choice: str) -> threading.Thread:
+    """:func:`queue_examples` on a daemon thread, so the server answers meanwhile (a
+    daemon, because Ctrl-C must not wait for a half-done image build)."""
+
+    def run() -> None:
+        try:
+            queue_examples(service, choice)
+        except Exception:  # the server keeps serving; the log says why the examples are missing
+            log.exception("could not queue the example models")
+
+    thread = threading.Thread(target=run, name="dynaeval-examples", daemon=True)
+    thread.start()
+    return thread

@@ -103,6 +103,22 @@ class DynaevalClient:
     def submission(self, model_id: str) -> dict[str, Any]:
         return self._call("GET", f"/submissions/{model_id}")
 
+    def submissions(self, task: str | None = None, page_size: int = 100) -> list[dict[str, Any]]:
+        """Every submission you may see (of ``task`` when given), newest first, following
+        the list's ``next_cursor`` page by page."""
+        found: list[dict[str, Any]] = []
+        params: dict[str, Any] = {"limit": page_size, **({"task": task} if task else {})}
+        while True:
+            page = self._call("GET", "/submissions", params=params)
+            found += page["submissions"]
+            if not page.get("next_cursor"):
+                return found
+            params["cursor"] = page["next_cursor"]
+
+    def cancel(self, model_id: str) -> dict[str, Any]:
+        """Stop a submission's evaluation (queued: at once; running: at its next step)."""
+        return self._call("POST", f"/submissions/{model_id}/cancel")
+
     def leaderboard(self, task: str, weights: str | None = None) -> dict[str, Any]:
         params = {"weights": weights} if weights else {}
         return self._call("GET", f"/tasks/{task}/leaderboard", params=params)

@@ -21,6 +21,7 @@ from configs.schema import (
     Limits,
     PerturbationSpec,
     ProfilingSpec,
+    QuotaSpec,
     RoundSpec,
     TaskSpec,
 )
@@ -47,6 +48,7 @@ _TASK_KEYS = {
     "profiling",
     "bootstrap",
     "min_slice_size",
+    "quotas",
 }
 
 
@@ -186,6 +188,7 @@ class _TaskParser:
             bootstrap=self.dataclass_of(BootstrapSpec, raw.get("bootstrap", {}), "bootstrap"),
             min_slice_size=self.integer(raw.get("min_slice_size", 10), "min_slice_size", minimum=1),
             source=self.source,
+            quotas=self.quotas(raw.get("quotas", {})),
         )
 
     def text(self, value: Any, field: str) -> str:
@@ -306,6 +309,18 @@ class _TaskParser:
         if not any(weights.values()):
             raise self.fail("weights", "at least one weight must be positive")
         return {axis: float(w) for axis, w in weights.items()}
+
+    def quotas(self, value: Any) -> QuotaSpec:
+        """Each limit a whole number >= 1, or null for none (0 would refuse every submission:
+        a task closed to submissions is a different thing)."""
+        spec = self.mapping(value, "quotas")
+        known = [f.name for f in dataclasses.fields(QuotaSpec)]
+        for key, item in spec.items():
+            if key not in known:
+                raise self.fail(f"quotas.{key}", f"unknown key (allowed: {', '.join(known)})")
+            if item is not None:
+                self.integer(item, f"quotas.{key}", minimum=1)
+        return QuotaSpec(**spec)
 
     def dataclass_of(self, cls: type, value: Any, field: str) -> Any:
         spec = self.mapping(value, field)

@@ -75,6 +75,15 @@ class BootstrapSpec:
 
 
 @dataclass(frozen=True)
+class QuotaSpec:
+    """How many submissions one user may make to a task: per UTC day and in total (None:
+    no limit). Only what the submitter caused counts (see api/quotas.py)."""
+
+    per_day: int | None = 10
+    total: int | None = None
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """Everything the platform knows about a task; the source of truth for fields and labels."""
 
@@ -98,6 +107,7 @@ class TaskSpec:
     bootstrap: BootstrapSpec
     min_slice_size: int
     source: str = ""
+    quotas: QuotaSpec = QuotaSpec()
 
     @property
     def output_key(self) -> str:

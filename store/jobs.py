@@ -38,6 +38,16 @@ class ClaimedJob:
     max_attempts: int
 
 
+@dataclass(frozen=True)
+class CancelOutcome:
+    """What a cancel found: the newest job (None when the model has none), its status
+    before the cancel, and whether this cancel ended it (False: it was already final)."""
+
+    job_id: str | None
+    status: JobStatus | None
+    cancelled: bool = True
+
+
 class JobStore:
     """Queue and results over a Database."""
 
@@ -199,6 +209,36 @@ class JobStore:
             now = self.clock.now()
             _close_attempt(session, job, "failed", failure, now)
             return _settle(job, failure, settlement, now)
+
+    def cancel(self, model_id: str, message: str) -> CancelOutcome:
+        """End the newest job of ``model_id`` as cancelled, at once. A queued job never runs;
+        a running one loses its lease, so its worker's next heartbeat returns False and the
+        worker stops at its next step (the lease-lost path) and records nothing."""
+        now = self.clock.now()
+        cancelled = Failure(FailureCode.CANCELLED, message)
+        with self.db.session() as session, session.begin():
+            job = session.scalars(
+                select(JobRow).where(JobRow.model_id == model_id).order_by(JobRow.created_at.desc())
+            ).first()
+            if job is None:
+                return CancelOutcome(None, None)
+            was = JobStatus(job.status)
+            if was.final:
+                return CancelOutcome(job.id, was, cancelled=False)
+            # Compare-and-set: a worker finishing or a claim between the read and here wins.
+            changed = _updated(
+                session,
+                update(JobRow)
+                .where(JobRow.id == job.id, JobRow.status == was)
+                .values(heartbeat_at=JobRow.heartbeat_at),
+            )
+            job = _existing(session.get(JobRow, job.id, populate_existing=True))
+            if changed != 1:
+                return CancelOutcome(job.id, JobStatus(job.status), cancelled=False)
+            if was == JobStatus.RUNNING:
+                _close_attempt(session, job, "cancelled", cancelled, now)
+            _settle(job, cancelled, Settlement(JobStatus.FAILED, None, "cancelled"), now)
+        return CancelOutcome(job.id, was)
 
     def requeue_stalled(self, policy: RetryPolicy) -> list[str]:
         """Running jobs whose lease expired (their worker died): requeued or failed as

@@ -165,3 +165,46 @@ class TokenRow(Base):
     expires_at: Mapped[datetime | None]
     revoked_at: Mapped[datetime | None]
     last_used_at: Mapped[datetime | None]
+
+
+class ViewRow(Base):
+    """A saved leaderboard view: named axis and round weights for a task, with a slug."""
+
+    __tablename__ = "views"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    task: Mapped[str] = mapped_column(ForeignKey("tasks.name"), index=True)
+    slug: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(128))
+    weights: Mapped[dict] = mapped_column(JSON)
+    round_weights: Mapped[dict] = mapped_column(JSON)
+    owner_id: Mapped[str | None] = mapped_column(
+        ForeignKey("users.id", name="fk_views_owner_id_users")
+    )
+    created_at: Mapped[datetime]
+    __table_args__ = (UniqueConstraint("task", "slug", name="uq_views_task_slug"),)
+
+
+class TaskDefaultViewRow(Base):
+    """The view a task's leaderboard uses when the viewer gives no weights."""
+
+    __tablename__ = "task_default_views"
+    task: Mapped[str] = mapped_column(ForeignKey("tasks.name"), primary_key=True)
+    view_id: Mapped[str] = mapped_column(ForeignKey("views.id"))
+    set_at: Mapped[datetime]
+
+
+class SnapshotRow(Base):
+    """A frozen leaderboard: its JSON as it was, never recomputed."""
+
+    __tablename__ = "snapshots"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    task: Mapped[str] = mapped_column(ForeignKey("tasks.name"), index=True)
+    leaderboard: Mapped[dict] = mapped_column(JSON)
+    weights: Mapped[dict] = mapped_column(JSON)
+    round_weights: Mapped[dict] = mapped_column(JSON)
+    dataset_hashes: Mapped[dict] = mapped_column(JSON)
+    code_version: Mapped[str] = mapped_column(String(128))
+    owner_id: Mapped[str | None] = mapped_column(
+        ForeignKey("users.id", name="fk_snapshots_owner_id_users")
+    )
+    created_at: Mapped[datetime]

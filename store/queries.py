@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+import base64
+import json
+import re
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from configs.vocabulary.jobs import JobStatus
@@ -23,6 +29,36 @@ from store.models import (
 )
 
 
+class CursorError(ValueError):
+    """A list cursor that no page of ours produced."""
+
+
+@dataclass(frozen=True)
+class SubmissionPage:
+    """A page of submissions and the cursor of the next one (None on the last page)."""
+
+    items: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+def encode_cursor(model: ModelRow) -> str:
+    """An opaque cursor: the last row's sort key (creation time, id), base64url JSON."""
+    raw = json.dumps([model.created_at.isoformat(), model.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    """The sort key a cursor carries, or CursorError."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created, model_id = json.loads(raw)
+        if not isinstance(model_id, str):
+            raise TypeError("the id is not a string")
+        return datetime.fromisoformat(created), model_id
+    except (ValueError, TypeError) as exc:  # binascii.Error and JSON errors are ValueErrors
+        raise CursorError(f"not a cursor from this list: {cursor[:80]!r}") from exc
+
+
 class Queries:
     """Reads that turn rows into plain dicts (the API's JSON)."""
 
@@ -34,12 +70,18 @@ class Queries:
             return list(session.scalars(select(TaskRow.name).order_by(TaskRow.name)))
 
     def submission(
-        self, model_id: str, *, with_scores: bool = False, show_internal: bool = False
+        self,
+        model_id: str,
+        *,
+        with_scores: bool = False,
+        show_internal: bool = False,
+        now: datetime | None = None,
     ) -> dict[str, Any] | None:
         """A submission's model, job status/progress/failure and results, or None. Which
         worker ran each attempt (its host name) is internal: shown only with
         ``show_internal`` (for admins, once the API knows roles; the CLI on its own
-        database)."""
+        database). Given ``now`` (the clock's), a queued job also shows its ``queue``
+        place and estimated start (see _queue_place)."""
         with self.db.session() as session:
             model = session.get(ModelRow, model_id)
             if model is None:
@@ -53,6 +95,8 @@ class Queries:
                 .order_by(ResultRow.created_at.desc())
             ).first()
             shown = _job_dict(job, session, show_internal) if job else None
+            if job is not None and shown is not None and now is not None:
+                shown["queue"] = _queue_place(session, job, now)
             data = _model_dict(model) | {"job": shown}
             data["results"] = _result_dict(result) if result else None
             if with_scores and result is not None:
@@ -65,17 +109,45 @@ class Queries:
             return data
 
     def submissions(
-        self, task: str | None = None, limit: int = 100, visible_to: Principal | None = None
+        self,
+        task: str | None = None,
+        limit: int = 100,
+        visible_to: Principal | None = None,
+        cursor: str | None = None,
     ) -> list[dict[str, Any]]:
         """Newest first; only those ``visible_to`` may see when a viewer is given."""
+        return self.submission_page(task, limit, visible_to, cursor).items
+
+    def submission_page(
+        self,
+        task: str | None = None,
+        limit: int = 100,
+        visible_to: Principal | None = None,
+        cursor: str | None = None,
+    ) -> SubmissionPage:
+        """One page of submissions, newest first, after ``cursor`` (from an earlier page's
+        ``next_cursor``; a bad one is CursorError). Four queries whatever the page size:
+        the models, then their jobs, attempts and results in one batch each."""
+        query = select(ModelRow).order_by(ModelRow.created_at.desc(), ModelRow.id.desc())
+        if task:
+            query = query.where(ModelRow.task == task)
+        if visible_to is not None:
+            query = query.where(visible_models(visible_to))
+        if cursor:
+            created, last_id = decode_cursor(cursor)
+            query = query.where(
+                or_(
+                    ModelRow.created_at < created,
+                    and_(ModelRow.created_at == created, ModelRow.id < last_id),
+                )
+            )
         with self.db.session() as session:
-            query = select(ModelRow).order_by(ModelRow.created_at.desc()).limit(limit)
-            if task:
-                query = query.where(ModelRow.task == task)
-            if visible_to is not None:
-                query = query.where(visible_models(visible_to))
-            ids = [model.id for model in session.scalars(query)]
-        return [s for s in (self.submission(i) for i in ids) if s is not None]
+            models = list(session.scalars(query.limit(limit + 1)))  # one more: is there a next?
+            more = len(models) > limit
+            models = models[:limit]
+            items = _submission_dicts(session, models)
+        next_cursor = encode_cursor(models[-1]) if more and models else None
+        return SubmissionPage(items, next_cursor)
 
     def leaderboard_rows(self, task: str) -> list[dict[str, Any]]:
         """Each model's newest finished result on ``task`` (summary axes + rounds)."""
@@ -122,6 +194,39 @@ class Queries:
             return counts
 
 
+def _submission_dicts(session: Session, models: list[ModelRow]) -> list[dict[str, Any]]:
+    """Models as the list shows them (job and results, no scores), with their newest jobs,
+    those jobs' attempts and the newest results loaded in one query each."""
+    ids = [m.id for m in models]
+    if not ids:
+        return []
+    jobs: dict[str, JobRow] = {}
+    for job in session.scalars(
+        select(JobRow).where(JobRow.model_id.in_(ids)).order_by(JobRow.created_at)
+    ):
+        jobs[job.model_id] = job  # created_at order: the newest stays
+    attempts: dict[str, list[AttemptRow]] = defaultdict(list)
+    job_ids = [j.id for j in jobs.values()]
+    if job_ids:
+        for attempt in session.scalars(
+            select(AttemptRow).where(AttemptRow.job_id.in_(job_ids)).order_by(AttemptRow.attempt)
+        ):
+            attempts[attempt.job_id].append(attempt)
+    results: dict[str, ResultRow] = {}
+    for result in session.scalars(
+        select(ResultRow).where(ResultRow.model_id.in_(ids)).order_by(ResultRow.created_at)
+    ):
+        results[result.model_id] = result
+    items = []
+    for model in models:
+        newest_job, newest = jobs.get(model.id), results.get(model.id)
+        shown = _job_fields(newest_job, attempts[newest_job.id]) if newest_job else None
+        data = _model_dict(model) | {"job": shown}
+        data["results"] = _result_dict(newest) if newest else None
+        items.append(data)
+    return items
+
+
 def _model_dict(model: ModelRow) -> dict[str, Any]:
     runtime = {k: v for k, v in model.runtime.items() if k in ("kind", "protocol", "image")}
     return {
@@ -138,6 +243,13 @@ def _job_dict(job: JobRow, session: Session, show_internal: bool = False) -> dic
     attempts = session.scalars(
         select(AttemptRow).where(AttemptRow.job_id == job.id).order_by(AttemptRow.attempt)
     ).all()
+    return _job_fields(job, list(attempts), show_internal)
+
+
+def _job_fields(
+    job: JobRow, attempts: list[AttemptRow], show_internal: bool = False
+) -> dict[str, Any]:
+    """A job as the API shows it, from its row and its attempts (oldest first)."""
     failure = None
     if job.failure_code:
         failure = {
@@ -150,6 +262,7 @@ def _job_dict(job: JobRow, session: Session, show_internal: bool = False) -> dic
         "status": job.status,
         "progress": round(job.progress, 4),
         "stage": job.stage,
+        "step": parse_stage(job.stage),
         "attempts": job.attempts,
         "max_attempts": job.max_attempts,
         "failure": failure,
@@ -166,6 +279,74 @@ def _job_dict(job: JobRow, session: Session, show_internal: bool = False) -> dic
         "created_at": _utc(job.created_at),
         "finished_at": _utc(job.finished_at) if job.finished_at else None,
     }
+
+
+_STEP = re.compile(r"round (?P<round>\S+) / (?P<dataset>.+): (?P<variant>[^:]+)")
+
+
+def parse_stage(stage: str | None) -> dict[str, Any]:
+    """The worker's stage string as data: ``phase`` and, while scoring a set, its
+    ``round``, ``dataset`` and ``variant`` (original or a perturbation). The evaluator
+    reports whole sets, so there is no per-example count to show."""
+    text = stage or ""
+    matched = _STEP.fullmatch(text)
+    if matched:
+        return {"phase": "scoring", **matched.groupdict()}
+    phase = text.split(":", 1)[0].strip() or None  # queued, claimed, profiling, done, ...
+    return {"phase": phase, "round": None, "dataset": None, "variant": None}
+
+
+# How many finished jobs the start estimate takes its median duration from.
+RECENT_JOBS = 50
+
+
+def _queue_place(session: Session, job: JobRow, now: datetime) -> dict[str, Any] | None:
+    """For a queued job: ``ahead`` (queued jobs a worker claims before it: claim order is
+    available_at, then created_at, as in store.jobs), ``workers`` (distinct workers holding
+    an unexpired lease now) and ``estimated_start``. The rule: the median run time M of the
+    last RECENT_JOBS done jobs; with W live workers the job starts after
+    ceil((ahead + 1) / W) runs of M (as if every worker had just started a job: an upper
+    estimate), and never before its own available_at. Null when there is no finished job
+    or no live worker. None for a job that is not queued."""
+    if job.status != JobStatus.QUEUED:
+        return None
+    # Jobs made at the very same instant have no claim order between them: none counts.
+    earlier = or_(
+        JobRow.available_at < job.available_at,
+        and_(JobRow.available_at == job.available_at, JobRow.created_at < job.created_at),
+    )
+    ahead = session.scalar(
+        select(func.count()).select_from(JobRow).where(JobRow.status == JobStatus.QUEUED, earlier)
+    )
+    workers = session.scalar(
+        select(func.count(func.distinct(JobRow.lease_owner))).where(
+            JobRow.status == JobStatus.RUNNING, JobRow.lease_expires_at >= now
+        )
+    )
+    ahead, workers = int(ahead or 0), int(workers or 0)
+    median = _median_run_s(session)
+    start = None
+    if median is not None and workers > 0:
+        waves = -(-(ahead + 1) // workers)  # ceiling division
+        start = max(now + timedelta(seconds=median * waves), job.available_at)
+    return {
+        "ahead": ahead,
+        "workers": workers,
+        "median_run_s": median,
+        "estimated_start": _utc(start) if start else None,
+    }
+
+
+def _median_run_s(session: Session) -> float | None:
+    """The median run time in seconds of the most recent done jobs, or None."""
+    rows = session.execute(
+        select(JobRow.started_at, JobRow.finished_at)
+        .where(JobRow.status == JobStatus.DONE, JobRow.started_at.is_not(None))
+        .order_by(JobRow.finished_at.desc())
+        .limit(RECENT_JOBS)
+    ).all()
+    runs = [(end - begin).total_seconds() for begin, end in rows if begin and end]
+    return round(statistics.median(runs), 3) if runs else None
 
 
 def _utc(moment: datetime) -> str:

@@ -15,13 +15,15 @@ from flask import Blueprint, current_app, render_template, request, send_from_di
 from markupsafe import Markup
 from sqlalchemy import func, select
 
+from api.default_view import task_defaults
 from api.pages import boards, public
 from api.pages.visibility import model_visible, task_visible
 from api.pages.visibility import public as public_view
 from api.service import Service
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
-from store.models import ResultRow
+from configs.vocabulary.jobs import JobStatus
+from store.models import JobRow, ResultRow
 
 STATIC = Path(__file__).resolve().parent / "static"
 pages = Blueprint("pages", __name__, template_folder="templates")
@@ -71,6 +73,7 @@ def _labels() -> dict[str, Any]:
 def task_list() -> str:
     """Every task with its rounds, metric, number of scored models and last update."""
     updated = _last_updates()
+    busy = _busy_jobs()
     tasks = []
     for task in service().tasks.values():
         if not task_visible(task.name):
@@ -84,6 +87,8 @@ def task_list() -> str:
                 "metric": task.metric,
                 "models": len(rows),
                 "updated": updated.get(task.name),
+                "queued": busy.get((task.name, JobStatus.QUEUED), 0),
+                "running": busy.get((task.name, JobStatus.RUNNING), 0),
             }
         )
     return render_template("pages/tasks.html", tasks=tasks)
@@ -97,6 +102,17 @@ def _last_updates() -> dict[str, str]:
     return {task: moment.strftime("%Y-%m-%d %H:%M UTC") for task, moment in found}
 
 
+def _busy_jobs() -> dict[tuple[str, str], int]:
+    """(task, status) -> jobs, so the list shows models still waiting or being scored."""
+    with service().db.session() as session:
+        found = session.execute(
+            select(JobRow.task, JobRow.status, func.count())
+            .where(JobRow.status.in_((JobStatus.QUEUED, JobStatus.RUNNING)))
+            .group_by(JobRow.task, JobRow.status)
+        ).all()
+    return {(task, status): count for task, status, count in found}
+
+
 @pages.route("/static/pages/<path:filename>")
 @public_view
 def static(filename: str) -> Any:
@@ -107,17 +123,23 @@ def static(filename: str) -> Any:
 @pages.route("/tasks/<task_name>")
 @public_view
 def task_page(task_name: str) -> Any:
-    task = service().tasks.get(task_name)
-    if task is None or not task_visible(task_name):
+    found = service().tasks.get(task_name)
+    if found is None or not task_visible(task_name):
         return _not_found(f"There is no task called “{task_name}”.")
+    defaults = task_defaults(service(), found)  # a default view's weights, if it has one
+    task = defaults.task
     error = ""
     try:
         weights = boards.axis_weights(task, _weights_query(task))
         round_weights = boards.parse_round_weights(task, _rounds_query(task))
+        # The view's rounds only when the address names no weights: the script writes
+        # ``rounds`` only when they differ from the task's own.
+        if defaults.round_weights is not None and not (_rounds_query(task) or _weights_query(task)):
+            round_weights = defaults.round_weights
     except boards.BadWeights as exc:
         error = str(exc)
         weights = boards.axis_weights(task, None)
-        round_weights = boards.default_round_weights(task)
+        round_weights = defaults.round_weights or boards.default_round_weights(task)
     board = boards.board(service(), task, weights, round_weights)
     data = boards.page_data(service(), task, weights, round_weights)
     query = _query(weights.to_dict(), round_weights, task)

@@ -27,8 +27,15 @@ class FailureCode(StrEnum):
     DISK_FULL = "disk_full"
     WORKER_LOST = "worker_lost"
     PLATFORM_ERROR = "platform_error"
+    CANCELLED = "cancelled"  # its submitter, a task owner or an admin stopped it
 
     @property
     def user_caused(self) -> bool:
-        """Whether the submission (not the platform) is to blame; platform faults are retried."""
-        return self not in (FailureCode.WORKER_LOST, FailureCode.PLATFORM_ERROR)
+        """Whether the submission (not the platform) is to blame; platform faults are retried.
+        A cancel is nobody's fault (it must not count against quotas) yet never retried
+        (see RetryPolicy)."""
+        return self not in (
+            FailureCode.WORKER_LOST,
+            FailureCode.PLATFORM_ERROR,
+            FailureCode.CANCELLED,
+        )

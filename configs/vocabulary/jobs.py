@@ -57,13 +57,16 @@ class Settlement:
 @dataclass(frozen=True)
 class RetryPolicy:
     """Platform faults are retried with exponential back-off while attempts remain; what the
-    submission caused is final (retrying cannot fix it, and it must not cost more runs)."""
+    submission caused is final (retrying cannot fix it, and it must not cost more runs), and
+    so is a cancel (not the submitter's fault, but a choice)."""
 
     first_delay_s: float = 5.0
     max_delay_s: float = 300.0
 
     def retries(self, code: str, attempt: int, max_attempts: int) -> bool:
         """Whether a job whose ``attempt`` ended with ``code`` runs again."""
+        if code == FailureCode.CANCELLED:  # someone chose to stop it: running again undoes that
+            return False
         try:
             user_caused = FailureCode(code).user_caused
         except ValueError:

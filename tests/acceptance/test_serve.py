@@ -1,6 +1,6 @@
-"""``dynaeval serve`` as a subprocess: it comes up, scores every example model (as local
-processes, and as sandboxed containers where a Docker engine answers), fills every
-leaderboard, and exits cleanly on SIGINT (Ctrl-C)."""
+"""``dynaeval serve`` as a subprocess: it listens at once, then scores every example model
+(as local processes, and as sandboxed containers where a Docker engine answers), shows them
+queued and running meanwhile, fills every leaderboard, and exits cleanly on SIGINT."""
 
 from __future__ import annotations
 
@@ -29,6 +29,13 @@ def get(base: str, path: str, token: str | None = None) -> Any:
         request.add_header("Authorization", f"Bearer {token}")
     with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback
         return json.load(response)
+
+
+def page(url: str) -> str:
+    """The HTML a browser gets (``/`` redirects API clients to the JSON)."""
+    request = urllib.request.Request(url, headers={"Accept": "text/html"})  # noqa: S310
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback
+        return response.read().decode("utf-8")
 
 
 def wait_until(check, seconds: float, what: str, proc: subprocess.Popen) -> Any:  # type: ignore[no-untyped-def]
@@ -76,7 +83,16 @@ def test_serve_scores_the_examples_and_stops_on_sigint(
     )
     catalog = yaml.safe_load((REPO / "configs" / "examples.yaml").read_text())["models"]
     try:
-        wait_until(lambda: get(base, "/health")["status"] == "ok", UP_S, "the API", proc)
+        health = wait_until(lambda: get(base, "/health"), UP_S, "the API", proc)
+        # The server listens before the example images are built and the models scored.
+        assert health["status"] == "ok"
+        assert health["jobs"].get("done", 0) < len(catalog), health
+        wait_until(
+            lambda: "queued: " in page(f"http://127.0.0.1:{port}/") or None,
+            ALL_DONE_S,  # with Docker, the images are built before anything is queued
+            "the task list to show the queued or running examples",
+            proc,
+        )
         admin = json.loads((Path(cli_env["DYNAEVAL_DATA_DIR"]) / "local-admin.json").read_text())
 
         def all_finished() -> dict[str, int] | None:
@@ -121,4 +137,9 @@ def test_serve_scores_the_examples_and_stops_on_sigint(
         log.close()
     assert code == 0, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
-    assert f"queued {len(catalog)} example models ({runtime} runtime)" in output
+    queued = f"queued {len(catalog)} example models ({runtime} runtime)"
+    assert queued in output
+    # The page's address comes first; the examples are queued once the server listens.
+    lines = [line for line in output.splitlines() if line.startswith(("Dynaeval ", "queued "))]
+    assert lines[0].startswith("Dynaeval leaderboards: open http://127.0.0.1:"), output[-3000:]
+    assert output.index("Dynaeval API on") < output.index(queued)

@@ -18,29 +18,39 @@ SUBMISSIONS = "/api/v1/tasks/{task_name}/submissions"
 ERRORS = {
     ("/api/v1/tasks/{task_name}", "get"): {"404"},
     ("/api/v1/tasks/{task_name}/leaderboard", "get"): {"400", "404", "422"},
-    (SUBMISSIONS, "get"): {"401", "403", "404", "422"},
-    (SUBMISSIONS, "post"): {"400", "401", "403", "404", "413", "422"},
+    ("/api/v1/tasks/{task_name}/quota", "get"): {"401", "403", "404"},
+    (SUBMISSIONS, "get"): {"400", "401", "403", "404", "422"},
+    (SUBMISSIONS, "post"): {"400", "401", "403", "404", "413", "422", "429"},
     ("/api/v1/submissions/{model_id}", "get"): {"401", "403", "404"},
     ("/api/v1/submissions/{model_id}/scores", "get"): {"401", "403", "404"},
     ("/api/v1/submissions/{model_id}/compare/{other_id}", "get"): {"401", "403", "404", "409"},
-    ("/api/v1/submissions", "get"): {"401", "403", "404", "422"},
+    ("/api/v1/submissions", "get"): {"400", "401", "403", "404", "422"},
+    ("/api/v1/submissions/{model_id}/cancel", "post"): {"401", "403", "404", "409", "429"},
+    ("/api/v1/submissions/{model_id}/results/download", "get"): {"401", "403", "404", "422"},
     ("/api/v1/health", "get"): set(),
     ("/api/v1/tasks", "get"): set(),
     # accounts (api/accounts.py)
-    ("/api/v1/session", "post"): {"401", "403", "422"},
-    ("/api/v1/session", "delete"): {"401", "403"},
+    ("/api/v1/session", "post"): {"401", "403", "422", "429"},
+    ("/api/v1/session", "delete"): {"401", "403", "429"},
     ("/api/v1/me", "get"): {"401"},
     ("/api/v1/tokens", "get"): {"401"},
-    ("/api/v1/tokens", "post"): {"401", "403", "422"},
-    ("/api/v1/tokens/{token_id}", "delete"): {"401", "404"},
-    ("/api/v1/tokens/{token_id}/rotate", "post"): {"401", "404", "422"},
+    ("/api/v1/tokens", "post"): {"401", "403", "422", "429"},
+    ("/api/v1/tokens/{token_id}", "delete"): {"401", "404", "429"},
+    ("/api/v1/tokens/{token_id}/rotate", "post"): {"401", "404", "422", "429"},
     ("/api/v1/users", "get"): {"401", "403"},
-    ("/api/v1/users", "post"): {"401", "403", "409", "422"},
-    ("/api/v1/tasks/{task_name}/access", "put"): {"401", "403", "404", "422"},
-    ("/api/v1/submissions/{model_id}/rerun", "post"): {"401", "403", "404", "409"},
+    ("/api/v1/users", "post"): {"401", "403", "409", "422", "429"},
+    ("/api/v1/tasks/{task_name}/access", "put"): {"401", "403", "404", "422", "429"},
+    ("/api/v1/submissions/{model_id}/rerun", "post"): {"401", "403", "404", "409", "429"},
     # downloads (api/pages/downloads.py)
     ("/api/v1/tasks/{task_name}/leaderboard/download", "get"): {"400", "404", "422"},
     ("/api/v1/submissions/{model_id}/scores/download", "get"): {"404", "422"},
+    # views and snapshots (api/views.py)
+    ("/api/v1/tasks/{task_name}/views", "get"): {"404"},
+    ("/api/v1/tasks/{task_name}/views", "post"): {"401", "403", "404", "422", "429"},
+    ("/api/v1/views/{view_id}", "get"): {"404"},
+    ("/api/v1/tasks/{task_name}/default-view", "put"): {"401", "403", "404", "422", "429"},
+    ("/api/v1/tasks/{task_name}/snapshots", "post"): {"401", "403", "404", "422", "429"},
+    ("/api/v1/snapshots/{snapshot_id}", "get"): {"404"},
 }
 
 
@@ -120,9 +130,9 @@ def test_task_submissions_list_documents_no_ignored_task_parameter(
     spec: dict[str, Any],
 ) -> None:
     params = spec["paths"][SUBMISSIONS]["get"].get("parameters", [])
-    assert [p["name"] for p in params if p["in"] == "query"] == ["limit"]
+    assert [p["name"] for p in params if p["in"] == "query"] == ["limit", "cursor"]
     across = spec["paths"]["/api/v1/submissions"]["get"]["parameters"]
-    assert {p["name"] for p in across} == {"task", "limit"}
+    assert {p["name"] for p in across} == {"task", "limit", "cursor"}
 
 
 def test_success_bodies_are_documented(spec: dict[str, Any]) -> None:

@@ -110,15 +110,31 @@ TABLE: list[tuple[str, str, Any, dict[str, int], int]] = [
     ("GET", "/api/v1/tasks/sentiment/submissions", None, {"anonymous": 401, "alice_submit": 403}, 200),
     ("GET", "/api/v1/tasks/qa/submissions", None, {"anonymous": 401, "alice_submit": 403, **PRIVATE_TASK}, 404),
     ("POST", "/api/v1/tasks/sentiment/submissions", SUBMIT, {"anonymous": 401, "alice_read": 403}, 201),
+    ("GET", "/api/v1/tasks/sentiment/quota", None, {"anonymous": 401, "alice_submit": 403}, 200),
+    ("GET", "/api/v1/tasks/qa/quota", None, {"anonymous": 401, "alice_submit": 403, **PRIVATE_TASK}, 404),
     ("POST", "/api/v1/tasks/qa/submissions", SUBMIT, {"anonymous": 401, "alice_read": 403, "carol": 201, "admin": 201}, 404),
     ("GET", "/api/v1/users", None, {**ONLY_ADMIN}, 403),
     ("POST", "/api/v1/users", {"name": "dave"}, {"anonymous": 401, "admin": 201}, 403),
     ("PUT", "/api/v1/tasks/hate_speech/access", {"owner": "bob"}, ONLY_ADMIN, 403),
     ("POST", "/api/v1/submissions/{bob_nli}/rerun", None, {"anonymous": 401, "alice_read": 403, "bob": 403, "carol": 201, "admin": 201}, 404),
     ("POST", "/api/v1/submissions/{legacy}/rerun", None, {"anonymous": 401, "alice_read": 403, "admin": 201}, 404),
+    ("POST", "/api/v1/submissions/{alice}/cancel", None, {"anonymous": 401, "alice_read": 403, "alice": 409, "admin": 409}, 404),
+    ("POST", "/api/v1/submissions/{bob_nli}/cancel", None, {"anonymous": 401, "alice_read": 403, "bob": 409, "carol": 409, "admin": 409}, 404),
+    ("GET", "/api/v1/submissions/{alice}/results/download", None, SEES_ALICE, 404),
+    ("GET", "/api/v1/submissions/{carol_qa}/results/download", None, {**PRIVATE_TASK, "anonymous": 401, "alice_submit": 403}, 404),
     ("GET", "/api/v1/me", None, {"anonymous": 401}, 200),
     ("GET", "/api/v1/tokens", None, {"anonymous": 401}, 200),
     ("POST", "/api/v1/tokens", {"name": "t", "scopes": ["read"]}, {"anonymous": 401, "alice_submit": 403}, 201),
+    ("GET", "/api/v1/tasks/sentiment/views", None, OK_ALL, 200),
+    ("GET", "/api/v1/tasks/qa/views", None, PRIVATE_TASK, 404),
+    ("POST", "/api/v1/tasks/sentiment/views", {"name": "v"}, {"anonymous": 401}, 201),
+    ("POST", "/api/v1/tasks/qa/views", {"name": "v"}, {"anonymous": 401, "carol": 201, "admin": 201}, 404),
+    ("GET", "/api/v1/views/{guessed}", None, {}, 404),
+    ("PUT", "/api/v1/tasks/sentiment/default-view", {"view": None}, {"anonymous": 401, "admin": 200}, 403),
+    ("PUT", "/api/v1/tasks/qa/default-view", {"view": None}, {"anonymous": 401, **PRIVATE_TASK}, 404),
+    ("POST", "/api/v1/tasks/sentiment/snapshots", {}, {"anonymous": 401}, 201),
+    ("POST", "/api/v1/tasks/qa/snapshots", {}, {"anonymous": 401, "carol": 201, "admin": 201}, 404),
+    ("GET", "/api/v1/snapshots/{guessed}", None, {}, 404),
 ]  # fmt: skip
 
 
@@ -145,7 +161,7 @@ def test_every_role_against_every_route(
 def test_the_table_covers_every_route(world: World) -> None:
     covered = {(m, _template(p)) for m, p, *_ in TABLE}
     for rule in world.app.url_map.iter_rules():
-        if not rule.endpoint.startswith(("v1.", "accounts.")) or "compare" in rule.rule:
+        if not rule.endpoint.startswith(("v1.", "accounts.", "views.")) or "compare" in rule.rule:
             continue  # pages, downloads and the comparison: the tests below
         for method in rule.methods - {"HEAD", "OPTIONS"}:
             if rule.rule.startswith(("/api/v1/tokens/", "/api/v1/session")):

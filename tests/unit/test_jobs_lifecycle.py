@@ -56,9 +56,8 @@ def test_final_statuses() -> None:
     assert {s for s in JobStatus if s.final} == {D, F}
 
 
-USER_CAUSED = [
-    c for c in FailureCode if c not in (FailureCode.WORKER_LOST, FailureCode.PLATFORM_ERROR)
-]
+NOT_USER_CAUSED = (FailureCode.WORKER_LOST, FailureCode.PLATFORM_ERROR, FailureCode.CANCELLED)
+USER_CAUSED = [c for c in FailureCode if c not in NOT_USER_CAUSED]
 
 
 NOW = datetime(2026, 1, 1, 12, 0, 0)
@@ -84,12 +83,19 @@ FINAL = Settlement(F, None, "failed")
         ("worker_lost", 3, 3, FINAL),
         ("an_unknown_code", 1, 3, requeued("an_unknown_code", 5)),  # our bug, not theirs
         ("an_unknown_code", 3, 3, FINAL),
+        ("cancelled", 1, 3, FINAL),  # not the submitter's fault, yet never run again
+        ("cancelled", 1, 9, FINAL),
+        (FailureCode.CANCELLED, 2, 3, FINAL),
         *[(code.value, 1, 3, FINAL) for code in USER_CAUSED],
         *[(code, 1, 3, FINAL) for code in USER_CAUSED],  # the enum decides like its value
     ],
 )
 def test_decide(code: str, attempt: int, max_attempts: int, settlement: Settlement) -> None:
     assert DEFAULT_RETRY_POLICY.decide(code, attempt, max_attempts, NOW) == settlement
+
+
+def test_blame_of_the_codes_that_are_nobodys_fault() -> None:
+    assert [c for c in FailureCode if not c.user_caused] == list(NOT_USER_CAUSED)
 
 
 def test_every_settlement_is_a_legal_move_of_a_running_job() -> None:

@@ -460,6 +460,7 @@ def test_requeue_stalled_leaves_live_and_finished_jobs_alone(
     store: JobStore, db: Database, clock: ManualClock
 ) -> None:
     _, live = store.submit("sentiment", "live", RUNTIME)
+    clock.advance(1)  # claims go oldest first: equal times would make the order arbitrary
     _, done = store.submit("sentiment", "done", RUNTIME)
     store.claim("w1", 600)
     store.claim("w2", 600)
@@ -499,10 +500,11 @@ def test_queries_submission_status_results_and_scores(store: JobStore, db: Datab
 
 
 def test_queries_leaderboard_rows_keep_each_models_newest_result(
-    store: JobStore, db: Database
+    store: JobStore, db: Database, clock: ManualClock
 ) -> None:
     queries = Queries(db)
     first, job1 = store.submit("sentiment", "a", RUNTIME)
+    clock.advance(1)  # claims go oldest first: equal times would make the order arbitrary
     second, job2 = store.submit("sentiment", "b", RUNTIME)
     store.submit("sentiment", "queued-only", RUNTIME)
     store.claim("w", 60)

@@ -1,0 +1,38 @@
+"""A task's default view: the weights its leaderboard (API and page) uses when the viewer
+gives none. Without one, the task's configured weights."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from api.service import Service
+from configs.schema import TaskSpec
+from store.views import Views
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """The task with the default view's axis weights as its own, and the view's round
+    weights (None: the task's configured ones)."""
+
+    task: TaskSpec
+    round_weights: dict[str, float] | None
+    view: dict[str, Any] | None
+
+
+def task_defaults(service: Service, task: TaskSpec) -> Defaults:
+    view = Views(service.db, service.clock).default_view(task.name)
+    if view is None:
+        return Defaults(task, None, None)
+    # Only the axis weights move into the spec: the round specs stay the configured ones,
+    # which is what the stored rows were rolled up with (api.pages.boards.reweighted).
+    return Defaults(replace(task, weights=dict(view["weights"])), _rounds(task, view), view)
+
+
+def _rounds(task: TaskSpec, view: dict[str, Any]) -> dict[str, float] | None:
+    """The view's round weights over the task's rounds now: a round added after the view
+    was saved keeps its configured weight, a round gone is dropped."""
+    saved = view["round_weights"]
+    weights = {spec.name: float(saved.get(spec.name, spec.weight)) for spec in task.rounds}
+    return weights if any(weights.values()) else None

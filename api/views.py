@@ -1,0 +1,301 @@
+"""Saved views and snapshots of a task's leaderboard: the API (``/api/v1``) and their pages.
+
+A view is a named set of axis and round weights with a stable URL; a task owner (or an
+admin) makes one the task's default, which the leaderboard then uses when the viewer
+gives no weights (``api.default_view``). A snapshot freezes the leaderboard JSON as it is
+at that moment, with its weights, dataset hashes and code version: it is stored whole and
+never recomputed, so it stays the same when models join or rounds are added."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import flask
+from flask import redirect, render_template, url_for
+from flask.views import MethodView
+from flask_smorest import Blueprint
+from marshmallow import Schema, fields, validate
+from werkzeug.wrappers import Response
+
+from api.auth import AUTHENTICATED, PUBLIC, access, principal
+from api.default_view import task_defaults
+from api.docs import error_docs
+from api.errors import ApiError
+from api.leaderboard import leaderboard
+from api.pages import boards
+from api.pages.visibility import public as public_page
+from api.pages.visibility import task_visible
+from api.routes import service, task_or_404
+from api.schemas import FullMatch, OpenSchema
+from configs.schema import TaskSpec
+from configs.vocabulary.axes import AXES
+from dynascore.weights import Weights
+from evaluator.provenance import code_version
+from store.views import NewSnapshot, NewView, Views
+
+blp = Blueprint(
+    "views", __name__, url_prefix="/api/v1", description="Saved leaderboard views and snapshots"
+)
+view_pages = flask.Blueprint("view_pages", __name__)
+F = TypeVar("F", bound=Callable[..., Any])
+ERRORS = {
+    401: "unauthenticated (no or unknown credentials), token_expired or token_revoked",
+    403: "not_task_owner (only the task's owner or an admin sets its default view), "
+    "insufficient_scope or cross_site_refused",
+    404: "unknown_task, unknown_view or unknown_snapshot (also for a private task's)",
+    422: "invalid_weights or a body field out of range",
+}
+
+
+errors = error_docs(blp, ERRORS)
+
+
+def guard(level: str) -> Callable[[F], F]:
+    return access(blp, level)
+
+
+def store() -> Views:
+    return Views(service().db, service().clock)
+
+
+# -- schemas ---------------------------------------------------------------------------------
+_WEIGHT = fields.Float(validate=validate.Range(min=0), allow_nan=False)
+# Any printable text: a view's name is a label for people (its slug goes in URLs).
+VIEW_NAME = FullMatch(r"^[^\x00-\x1f\x7f]{1,128}$", error="1-128 characters, no control characters")
+
+
+class ViewCreateSchema(Schema):
+    name = fields.String(required=True, validate=VIEW_NAME)
+    weights = fields.Dict(
+        keys=fields.String(),
+        values=_WEIGHT,
+        load_default=dict,
+        metadata={"description": "axis: weight >= 0; axes left out keep the task's default"},
+    )
+    round_weights = fields.Dict(
+        keys=fields.String(),
+        values=_WEIGHT,
+        load_default=dict,
+        metadata={"description": "round: weight >= 0; rounds left out keep the task's"},
+    )
+
+
+class SnapshotCreateSchema(Schema):
+    weights = fields.Dict(
+        keys=fields.String(),
+        values=_WEIGHT,
+        load_default=None,
+        metadata={"description": "as a view's; default: the leaderboard's default weights"},
+    )
+    round_weights = fields.Dict(keys=fields.String(), values=_WEIGHT, load_default=None)
+
+
+class DefaultViewSchema(Schema):
+    view = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "a view id or slug of this task; null: the task's own weights"},
+    )
+
+
+class ViewSchema(OpenSchema):
+    id = fields.String()
+    task = fields.String()
+    slug = fields.String()
+    name = fields.String()
+    weights = fields.Dict(keys=fields.String(), values=fields.Float())
+    round_weights = fields.Dict(keys=fields.String(), values=fields.Float())
+    default = fields.Boolean(metadata={"description": "the task's default view"})
+    url = fields.String(metadata={"description": "the view's page"})
+    created_at = fields.String()
+
+
+class ViewListSchema(OpenSchema):
+    views = fields.List(fields.Nested(ViewSchema))
+
+
+class DefaultViewStateSchema(OpenSchema):
+    task = fields.String()
+    view = fields.Nested(ViewSchema, allow_none=True)
+
+
+class SnapshotSchema(OpenSchema):
+    id = fields.String()
+    task = fields.String()
+    created_at = fields.String(metadata={"description": "when the leaderboard was frozen"})
+    weights = fields.Dict(keys=fields.String(), values=fields.Float())
+    round_weights = fields.Dict(keys=fields.String(), values=fields.Float())
+    dataset_hashes = fields.Dict(keys=fields.String(), values=fields.String())
+    code_version = fields.String()
+    url = fields.String(metadata={"description": "the snapshot's page"})
+    leaderboard = fields.Dict(
+        metadata={"description": "the leaderboard JSON exactly as it was (never recomputed)"}
+    )
+
+
+# -- weights ---------------------------------------------------------------------------------
+def checked_weights(
+    task: TaskSpec, axes: Mapping[str, float], rounds: Mapping[str, float]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Full axis and round weights: the task's defaults overridden by those given, checked
+    as the leaderboard checks its query (422 ``invalid_weights``)."""
+    try:
+        weights = Weights({**task.weights, **axes}).to_dict()
+        round_weights = boards.parse_round_weights(task, boards.weights_text(rounds))
+    except ValueError as exc:
+        raise ApiError(422, "invalid_weights", str(exc)) from None
+    return weights, round_weights
+
+
+def _view_json(view: dict[str, Any]) -> dict[str, Any]:
+    shown = {k: v for k, v in view.items() if k != "owner_id"}
+    shown["url"] = url_for("view_pages.view_page", task_name=view["task"], view=view["slug"])
+    return shown
+
+
+def _snapshot_json(snapshot: dict[str, Any]) -> dict[str, Any]:
+    shown = {k: v for k, v in snapshot.items() if k not in ("owner_id", "leaderboard")}
+    shown["url"] = url_for("view_pages.snapshot_page", snapshot_id=snapshot["id"])
+    shown["leaderboard"] = snapshot["leaderboard"]
+    return shown
+
+
+# -- views -----------------------------------------------------------------------------------
+@blp.route("/tasks/<task_name>/views")
+class TaskViews(MethodView):
+    @guard(PUBLIC)
+    @blp.alt_response(200, schema=ViewListSchema, success=True)
+    @errors(404)
+    def get(self, task_name: str) -> dict[str, Any]:
+        """The task's saved views, oldest first (the default one marked)."""
+        task = task_or_404(task_name)
+        return {"views": [_view_json(v) for v in store().views(task.name)]}
+
+    @guard(AUTHENTICATED)
+    @blp.arguments(ViewCreateSchema)
+    @blp.alt_response(201, schema=ViewSchema, success=True)
+    @errors(401, 403, 404, 422)
+    def post(self, body: dict[str, Any], task_name: str) -> tuple[dict[str, Any], int]:
+        """Save named weights as a view of the task (any signed-in user)."""
+        task = task_or_404(task_name)
+        weights, round_weights = checked_weights(task, body["weights"], body["round_weights"])
+        new = NewView(task.name, body["name"], weights, round_weights, principal().user_id)
+        return _view_json(store().create_view(new)), 201
+
+
+@blp.route("/views/<view_id>")
+@guard(PUBLIC)
+@blp.alt_response(200, schema=ViewSchema, success=True)
+@errors(404)
+def get_view(view_id: str) -> dict[str, Any]:
+    """One view by its id (404 for a private task's, to those who may not see it)."""
+    found = store().view(view_id)
+    if found is None or not task_visible(found["task"]):
+        raise ApiError(404, "unknown_view", f"no view {view_id!r}")
+    return _view_json(found)
+
+
+@blp.route("/tasks/<task_name>/default-view", methods=["PUT"])
+@guard(AUTHENTICATED)
+@blp.arguments(DefaultViewSchema)
+@blp.alt_response(200, schema=DefaultViewStateSchema, success=True)
+@errors(401, 403, 404, 422)
+def put_default_view(body: dict[str, Any], task_name: str) -> dict[str, Any]:
+    """Make a view the task's default (its owner or an admin); null goes back to the
+    task's configured weights."""
+    task = task_or_404(task_name)
+    asker = principal()
+    if not (asker.is_admin or task.name in asker.owned_tasks):
+        raise ApiError(403, "not_task_owner", "only the task's owner or an admin sets its default")
+    view = None
+    if body["view"] is not None:
+        view = store().find_view(task.name, body["view"])
+        if view is None:
+            raise ApiError(404, "unknown_view", f"task {task.name!r} has no view {body['view']!r}")
+    store().set_default(task.name, view["id"] if view else None)
+    shown = store().view(view["id"]) if view else None
+    return {"task": task.name, "view": _view_json(shown) if shown else None}
+
+
+# -- snapshots -------------------------------------------------------------------------------
+def frozen_leaderboard(
+    task: TaskSpec, weights: Mapping[str, float], round_weights: Mapping[str, float]
+) -> dict[str, Any]:
+    """The leaderboard JSON the API gives now for these weights (as ``GET .../leaderboard``)."""
+    rows = boards.reweighted(service().queries.leaderboard_rows(task.name), round_weights, task)
+    hashes = service().dataset_hashes(task.name)
+    return leaderboard(task, rows, Weights(dict(weights)), current_hashes=hashes)
+
+
+@blp.route("/tasks/<task_name>/snapshots", methods=["POST"])
+@guard(AUTHENTICATED)
+@blp.arguments(SnapshotCreateSchema)
+@blp.alt_response(201, schema=SnapshotSchema, success=True)
+@errors(401, 403, 404, 422)
+def post_snapshot(body: dict[str, Any], task_name: str) -> tuple[dict[str, Any], int]:
+    """Freeze the task's leaderboard as it is now (default weights unless given)."""
+    defaults = task_defaults(service(), task_or_404(task_name))
+    task = defaults.task
+    axes = body["weights"] or {}
+    rounds = body["round_weights"] if body["round_weights"] is not None else defaults.round_weights
+    weights, round_weights = checked_weights(task, axes, rounds or {})
+    new = NewSnapshot(
+        task=task.name,
+        leaderboard=frozen_leaderboard(task, weights, round_weights),
+        weights=weights,
+        round_weights=round_weights,
+        dataset_hashes=dict(service().dataset_hashes(task.name)),
+        code_version=code_version(),
+        owner_id=principal().user_id,
+    )
+    return _snapshot_json(store().create_snapshot(new)), 201
+
+
+def snapshot_or_404(snapshot_id: str) -> dict[str, Any]:
+    found = store().snapshot(snapshot_id)
+    if found is None or not task_visible(found["task"]):
+        raise ApiError(404, "unknown_snapshot", f"no snapshot {snapshot_id!r}")
+    return found
+
+
+@blp.route("/snapshots/<snapshot_id>")
+@guard(PUBLIC)
+@blp.alt_response(200, schema=SnapshotSchema, success=True)
+@errors(404)
+def get_snapshot(snapshot_id: str) -> dict[str, Any]:
+    """A frozen leaderboard: rows, weights, dataset hashes and code version as they were."""
+    return _snapshot_json(snapshot_or_404(snapshot_id))
+
+
+# -- pages -----------------------------------------------------------------------------------
+@view_pages.route("/tasks/<task_name>/views/<view>")
+@public_page
+def view_page(task_name: str, view: str) -> Response | tuple[str, int]:
+    """A view's stable address: the leaderboard page with the view's weights."""
+    found = store().find_view(task_name, view) if task_visible(task_name) else None
+    if found is None:
+        return _not_found(f"Task “{task_name}” has no view “{view}”.")
+    weights = boards.weights_text(found["weights"])
+    rounds = boards.weights_text(found["round_weights"])
+    return redirect(url_for("pages.task_page", task_name=task_name, weights=weights, rounds=rounds))
+
+
+@view_pages.route("/snapshots/<snapshot_id>")
+@public_page
+def snapshot_page(snapshot_id: str) -> str | tuple[str, int]:
+    """The frozen table, plainly labelled as a snapshot with its date."""
+    found = store().snapshot(snapshot_id)
+    if found is None or not task_visible(found["task"]):
+        return _not_found("There is no snapshot with this id.")
+    return render_template(
+        "pages/snapshot.html",
+        snapshot=found,
+        board=found["leaderboard"],
+        AXES=AXES,
+        live_url=url_for("pages.task_page", task_name=found["task"]),
+    )
+
+
+def _not_found(message: str) -> tuple[str, int]:
+    return render_template("pages/not_found.html", message=message), 404

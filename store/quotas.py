@@ -1,0 +1,45 @@
+"""What a user's submissions to a task have cost them, counted in one query."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import and_, case, distinct, func, or_, select
+
+from configs.vocabulary.failures import FailureCode
+from configs.vocabulary.jobs import JobStatus
+from store.db import Database
+from store.models import JobRow, ModelRow
+
+# A failure counts only when the submission caused it: platform faults, lost workers and
+# cancels are nobody's spending (the platform retries the first two).
+_USER_CAUSED = tuple(code.value for code in FailureCode if code.user_caused)
+_LIVE_OR_DONE = (JobStatus.QUEUED.value, JobStatus.RUNNING.value, JobStatus.DONE.value)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Charged submissions of one user to one task: since ``day_start`` and in total."""
+
+    today: int
+    total: int
+
+
+def charged_usage(db: Database, user_id: str, task: str, day_start: datetime) -> Usage:
+    """Submissions (models) of ``user_id`` to ``task`` with at least one job that is
+    queued, running, done, or failed through the submission's own fault."""
+    charged = or_(
+        JobRow.status.in_(_LIVE_OR_DONE),
+        and_(JobRow.status == JobStatus.FAILED.value, JobRow.failure_code.in_(_USER_CAUSED)),
+    )
+    today = case((ModelRow.created_at >= day_start, ModelRow.id))
+    query = (
+        select(func.count(distinct(ModelRow.id)), func.count(distinct(today)))
+        .select_from(ModelRow)
+        .join(JobRow, JobRow.model_id == ModelRow.id)
+        .where(ModelRow.owner_id == user_id, ModelRow.task == task, charged)
+    )
+    with db.session() as session:
+        total, today_count = session.execute(query).one()
+    return Usage(today=int(today_count), total=int(total))

@@ -1,0 +1,153 @@
+"""Schemathesis against the served OpenAPI document (WSGI, no network), as the admin: no
+5xx, every status documented, every body as documented — per operation (stateless) and
+along the links between operations (stateful). Bounded in count (``max_examples``, step
+count) and in time (a cap after which the remaining examples send nothing)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import hypothesis
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from api.app import create_app
+from api.ratelimit import RateLimits
+from api.service import Service
+from tests.unit.auth_helpers import issue_token
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
+CAP_S = 20.0  # per phase: beyond it the remaining examples return without a request
+SETTINGS = settings(
+    max_examples=5,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+    phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
+)
+
+
+class Cap:
+    """A time budget: examples past it do nothing (a bound, never an assertion)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.until = time.monotonic() + seconds
+
+    def spent(self) -> bool:
+        return time.monotonic() > self.until
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    opened = Service.open(tmp_path / "data")
+    # Lifted so the writes reach their handlers (a 429 is documented, but only tests itself).
+    opened.rate_limits = RateLimits(writes=100_000, logins=100_000)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def served(service: Service) -> tuple[Any, str, list[str]]:
+    """The app (no workers: submissions stay queued), an admin token and the task names."""
+    return create_app(service), issue_token(service), sorted(service.tasks)
+
+
+def load(app: Any, token: str) -> Any:
+    schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", app)
+    schema.config.update(headers={"Authorization": f"Bearer {token}"})
+    return schema
+
+
+@pytest.mark.timeout(120)
+def test_every_operation_conforms_stateless(served: tuple[Any, str, list[str]]) -> None:
+    app, token, tasks = served
+    schema = load(app, token)
+    cap = Cap(CAP_S)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) > 10
+    for operation in operations:
+        # Random task names only meet 404s: a real one most of the time reaches the handlers.
+        @given(case=operation.as_strategy(), task=st.sampled_from([*tasks, None]))
+        @SETTINGS
+        def check(case: Any, task: str | None) -> None:
+            if cap.spent():
+                return
+            if task and "task_name" in (case.path_parameters or {}):
+                case.path_parameters["task_name"] = task
+            response = case.call()
+            case.validate_response(response, checks=CHECKS)
+
+        check()
+
+
+@pytest.mark.timeout(120)
+def test_linked_operations_conform_stateful(
+    service: Service, served: tuple[Any, str, list[str]]
+) -> None:
+    app, token, _ = served
+    schema = load(app, token)
+    cap = Cap(CAP_S)
+    current = [token]
+
+    class Workflow(schema.as_state_machine()):  # type: ignore[misc]
+        def setup(self) -> None:
+            # A scenario may rotate or revoke the token it runs with: each gets its own.
+            current[0] = issue_token(service)
+
+        def get_call_kwargs(self, case: Any) -> dict[str, Any]:
+            return {"headers": {"Authorization": f"Bearer {current[0]}"}}
+
+        def call(self, case: Any, **kwargs: Any) -> Any:
+            return case.call(**kwargs)
+
+        def validate_response(self, response: Any, case: Any, **kwargs: Any) -> None:
+            case.validate_response(response, checks=CHECKS)
+
+        def step(self, input: Any) -> Any:  # noqa: A002 - schemathesis' name
+            if cap.spent():  # past the budget: end the scenario without a request
+                hypothesis.assume(False)
+            return super().step(input)
+
+    Workflow.run(
+        settings=settings(
+            SETTINGS,
+            max_examples=5,
+            stateful_step_count=6,
+        )
+    )
+
+
+# -- what it found, each pinned by a plain test ------------------------------------------------
+def test_a_token_lifetime_past_year_9999_is_refused_not_a_500(
+    served: tuple[Any, str, list[str]],
+) -> None:
+    app, token, _ = served
+    client = app.test_client()
+    headers = {"Authorization": f"Bearer {token}"}
+    huge = client.post(
+        "/api/v1/tokens", json={"name": "x", "expires_in_days": 6.6e16}, headers=headers
+    )
+    assert huge.status_code == 422, huge.get_json()
+    fine = client.post(
+        "/api/v1/tokens", json={"name": "y", "expires_in_days": 3650}, headers=headers
+    )
+    assert fine.status_code == 201, fine.get_json()

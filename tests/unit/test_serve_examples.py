@@ -1,0 +1,68 @@
+"""``serve`` queues the example models after it listens (client.examples), and the task list
+says how many models are still queued or running."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from api.app import create_app
+from api.service import Service, example_catalog
+from client import examples
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    opened = Service.open(tmp_path / "data")
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def test_the_background_thread_queues_every_example(
+    service: Service, capsys: pytest.CaptureFixture[str]
+) -> None:
+    thread = examples.queue_examples_in_background(service, "process")
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert service.store.count_models() == len(example_catalog())
+    assert service.queries.job_counts() == {"queued": len(example_catalog())}
+    assert f"queued {len(example_catalog())} example models (process runtime)" in (
+        capsys.readouterr().out
+    )
+
+
+def test_docker_asked_without_an_engine_is_refused_before_serving(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(examples, "docker_answers", lambda: False)
+    with pytest.raises(RuntimeError):
+        examples.check_example_runtime("docker")
+    examples.check_example_runtime("auto")  # auto falls back to processes later
+    examples.check_example_runtime("process")
+
+
+def test_a_failed_build_when_docker_was_asked_queues_nothing(
+    service: Service, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(examples, "docker_answers", lambda: True)
+    monkeypatch.setattr(examples, "build_example_images", lambda: False)
+    assert examples.queue_examples(service, "docker") == []
+    assert service.store.count_models() == 0
+    assert "not queueing the example models" in capsys.readouterr().out
+
+
+def test_the_task_list_shows_queued_and_running_models(service: Service) -> None:
+    client = create_app(service).test_client()
+    html = client.get("/", headers={"Accept": "text/html"}).get_data(as_text=True)
+    assert "queued: " not in html  # nothing waits: no line
+    service.queue_examples("process")
+    html = client.get("/", headers={"Accept": "text/html"}).get_data(as_text=True)
+    per_task: dict[str, int] = {}
+    for entry in example_catalog():
+        per_task[entry["task"]] = per_task.get(entry["task"], 0) + 1
+    for count in set(per_task.values()):
+        assert f"queued: {count}, running: 0" in html
