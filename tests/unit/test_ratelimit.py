@@ -81,11 +81,11 @@ def test_logins_are_limited_per_client_address(app: Flask, clock: ManualClock) -
         response = client.post(LOGIN, json={"name": "erin", "password": password})
         return response.status_code
 
-    assert [login("10.0.0.1") for _ in range(3)] == [401, 401, 401]
-    assert login("10.0.0.1", "correct horse battery") == 429  # even the right password
-    assert login("10.0.0.2", "correct horse battery") == 200
+    assert [login("127.0.0.2") for _ in range(3)] == [401, 401, 401]
+    assert login("127.0.0.2", "correct horse battery") == 429  # even the right password
+    assert login("127.0.0.3", "correct horse battery") == 200
     clock.advance(20)
-    assert login("10.0.0.1", "correct horse battery") == 200
+    assert login("127.0.0.2", "correct horse battery") == 200
 
 
 def test_the_429_is_documented_with_retry_after_on_writes(app: Flask) -> None:
