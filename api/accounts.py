@@ -26,6 +26,7 @@ from api.errors import ApiError
 from api.ratelimit import login_limited
 from store.accounts import (
     ADMIN_SCOPE,
+    MAX_TOKEN_DAYS,
     ROLE_SCOPES,
     ROLES,
     SCOPES,
@@ -72,9 +73,6 @@ class MeSchema(Schema):
 
 class LogoutSchema(Schema):
     status = fields.String()
-
-
-MAX_TOKEN_DAYS = 3650.0
 
 
 class TokenCreateSchema(Schema):

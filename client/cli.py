@@ -12,6 +12,7 @@ from typing import NoReturn
 
 from client import commands
 from evaluator.transport.dialects import DEFAULT_DIALECT, dialect_choices
+from store.accounts import MAX_TOKEN_DAYS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -214,6 +215,18 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _token_days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= MAX_TOKEN_DAYS:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of days > 0 and <= {MAX_TOKEN_DAYS:g}, not {text!r}"
+        )
+    return value
+
+
 def _leaderboard(sub: Subparsers) -> None:
     board = sub.add_parser("leaderboard", help="a task's leaderboard")
     board.add_argument("task")
@@ -289,7 +302,7 @@ def _tokens(sub: Subparsers) -> None:
         choices=["read", "submit", "admin"],
         help="repeatable (default: read and submit)",
     )
-    create.add_argument("--expires-in-days", type=_positive_seconds, metavar="DAYS")
+    create.add_argument("--expires-in-days", type=_token_days, metavar="DAYS")
     actions.add_parser("list", help="your tokens, never their secrets")
     for action in ("revoke", "rotate"):
         actions.add_parser(action, help=f"{action} a token by id").add_argument("id")

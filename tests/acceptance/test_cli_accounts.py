@@ -86,6 +86,14 @@ def test_tokens_on_the_local_database(run: Run, cli_env: dict[str, str]) -> None
     assert run("tokens", "list").returncode == 2  # neither --user nor --server
 
 
+@pytest.mark.parametrize("days", ["1e20", "0", "-1", "nan", "inf", "soon"])
+def test_a_token_lifetime_out_of_range_is_a_usage_error(run: Run, days: str) -> None:
+    refused = run("tokens", "create", "x", "--user", "ci-bot", "--expires-in-days", days)
+    assert refused.returncode == 2
+    assert "must be a number of days > 0 and <= 3650" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
 # -- against a running server ----------------------------------------------------------------
 @pytest.fixture
 def server(cli_env: dict[str, str], tmp_path: Path) -> Iterator[str]:
