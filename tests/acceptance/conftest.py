@@ -3,12 +3,15 @@ folder, talking to 127.0.0.1 only."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -70,3 +73,40 @@ def run(cli_env: dict[str, str]) -> Run:
         )
 
     return _run
+
+
+def answers(base: str) -> bool:
+    """Whether a Dynaeval server at ``base`` answers its health route."""
+    try:
+        with urllib.request.urlopen(base + "/api/v1/health", timeout=2):  # noqa: S310
+            return True
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def serving(cli_env: dict[str, str], log_path: Path) -> Iterator[tuple[str, list[str]]]:
+    """``dynaeval serve`` with no worker and no examples on a free loopback port: yields its
+    base URL and a list that holds the server's whole output once it has stopped."""
+    from tests.conftest import wait_until
+
+    port = free_port()
+    output: list[str] = []
+    with log_path.open("w+") as log:
+        proc = subprocess.Popen(
+            [*dynaeval_command(), "serve", "--port", str(port), "--workers", "0", "--no-examples"],
+            cwd=REPO,
+            env=cli_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            wait_until(lambda: answers(base) or proc.poll() is not None, 60, "serve to answer")
+            assert proc.poll() is None, "serve exited before answering"
+            yield base, output
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=30)
+            log.seek(0)
+            output.append(log.read())

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import stat
 import subprocess
 import urllib.error
@@ -15,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.conftest import REPO, Run, dynaeval_command, free_port
-from tests.conftest import wait_until
+from tests.acceptance.conftest import REPO, Run, dynaeval_command, serving
 
 PASSWORD = "a long enough password"
 
@@ -97,35 +95,9 @@ def test_a_token_lifetime_out_of_range_is_a_usage_error(run: Run, days: str) -> 
 # -- against a running server ----------------------------------------------------------------
 @pytest.fixture
 def server(cli_env: dict[str, str], tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    log = (tmp_path / "serve.log").open("w+")
-    proc = subprocess.Popen(
-        [*dynaeval_command(), "serve", "--port", str(port), "--workers", "0", "--no-examples"],
-        cwd=REPO,
-        env=cli_env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: _answers(base) or proc.poll() is not None, 60, "serve to answer")
-        assert proc.poll() is None, "serve exited before answering"
+    with serving(cli_env, tmp_path / "serve.log") as (base, output):
         yield base
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
-        log.seek(0)
-        output = log.read()
-        log.close()
-        assert "dyn_" not in output  # the token is in a file, never in the log
-
-
-def _answers(base: str) -> bool:
-    try:
-        with urllib.request.urlopen(base + "/api/v1/health", timeout=2):  # noqa: S310
-            return True
-    except OSError:
-        return False
+    assert "dyn_" not in output[0]  # the token is in a file, never in the log
 
 
 def get(url: str, token: str | None = None, host: str | None = None) -> tuple[int, Any]:

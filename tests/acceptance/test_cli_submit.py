@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +25,7 @@ from evaluator.inputs.datasets import load_examples
 from evaluator.inputs.perturbed_sets import dataset_hash
 from store.accounts import Accounts
 from store.models import ModelRow
-from tests.acceptance.conftest import REPO, Run, dynaeval_command, free_port
+from tests.acceptance.conftest import REPO, Run, dynaeval_command, free_port, serving
 from tests.conftest import wait_until
 from tests.unit.test_api import image_tar
 from worker.lifecycle import settle_failure
@@ -418,32 +416,8 @@ def server(cli_env: dict[str, str], tmp_path: Path, data_dir: Path) -> Iterator[
         ).secret
     finally:
         svc.close()
-    port = free_port()
-    log = (tmp_path / "serve.log").open("w+")
-    proc = subprocess.Popen(
-        [*dynaeval_command(), "serve", "--port", str(port), "--workers", "0", "--no-examples"],
-        cwd=REPO,
-        env=cli_env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: _answers(base) or proc.poll() is not None, 60, "serve to answer")
-        assert proc.poll() is None, "serve exited before answering"
+    with serving(cli_env, tmp_path / "serve.log") as (base, _):
         yield base
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
-        log.close()
-
-
-def _answers(base: str) -> bool:
-    try:
-        with urllib.request.urlopen(base + "/api/v1/health", timeout=2):  # noqa: S310
-            return True
-    except OSError:
-        return False
 
 
 def test_remote_wait_times_out_with_exit_2(run: Run, server: str) -> None:
