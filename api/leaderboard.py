@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import chain
 from operator import itemgetter
 from typing import Any
 
@@ -41,6 +41,9 @@ def leaderboard(
     weights: Weights,
     instance_memory_gib: float | None = None,
     current_hashes: dict[str, str] | None = None,
+    *,
+    offset: int = 0,
+    limit: int | None = None,
 ) -> dict[str, Any]:
     """Ranked models with their axes, units and per-round breakdown, their tie groups at
     95 % and, per adjacent pair, the one-axis weight change that would swap it. With the
@@ -49,7 +52,8 @@ def leaderboard(
 
     Linear in the number of models apart from the O(n log n) sort (a list-membership test
     here made it quadratic): :func:`prepare_board` then :meth:`PreparedBoard.render`."""
-    return prepare_board(task, rows, instance_memory_gib, current_hashes).render(weights)
+    board = prepare_board(task, rows, instance_memory_gib, current_hashes)
+    return board.render(weights, offset=offset, limit=limit)
 
 
 @dataclass(frozen=True)
@@ -73,21 +77,33 @@ class PreparedBoard:
     unranked: list[dict[str, Any]]
     rates: pd.Series = field(repr=False)
 
-    def render(self, weights: Weights) -> dict[str, Any]:
-        """The leaderboard JSON under ``weights``."""
+    def render(
+        self, weights: Weights, *, offset: int = 0, limit: int | None = None
+    ) -> dict[str, Any]:
+        """The leaderboard JSON under ``weights``: the ranked models from ``offset``, at most
+        ``limit`` of them (all without a limit), with the tie groups that touch that page and
+        the flip weights of its adjacent pairs (the pair across the page's lower edge
+        included). The scores and ranks are computed over every model, so a page's ranks
+        are the full board's; only the per-model objects are built for the page alone."""
         ranked: list[dict[str, Any]] = []
         groups: list[dict[str, Any]] = []
         flips: list[dict[str, Any]] = []
-        if len(self.ids):
+        total = len(self.ids)
+        start = min(max(0, offset), total)
+        stop = total if limit is None else min(total, start + max(0, limit))
+        if total:
             ranking = self._ranking(weights)
-            ranked, groups = self._ranked(ranking)
-            flips = _flips(ranking, weights)
+            ranked, groups = self._ranked(ranking, start, stop)
+            flips = _flips(_rows(ranking, start, min(total, stop + 1)), weights)
         return {
             "task": self.task.name,
             "metric": self.task.metric,
             "weights": weights.to_dict(),
             "instance_memory_gib": self.instance_memory_gib,
             "amrs": dict(self.amrs),
+            "total_models": total,
+            "offset": start,
+            "limit": limit,
             "models": ranked,
             "unranked": self.unranked,
             "rounds": [r.name for r in self.task.rounds],
@@ -117,22 +133,37 @@ class PreparedBoard:
         ranking.attrs = {"weights": shares}
         return ranking
 
-    def _ranked(self, ranking: pd.DataFrame) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The entries in ranking order with their rank, Dynascore and tie fields; groups."""
-        stable = tie_groups(ranking, self.performance_ci)
-        rank_of = ranking["rank"].tolist()
-        scores = list(map(round, ranking["dynascore"].tolist(), repeat(6)))
-        group_of = stable["tie_group"].tolist()
-        bounds = np.column_stack([stable["dynascore_low"], stable["dynascore_high"]])
+    def _ranked(
+        self, ranking: pd.DataFrame, start: int, stop: int
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The entries ranked ``start``..``stop`` with their rank, Dynascore and tie fields;
+        the tie groups those entries belong to (each whole)."""
+        stable = tie_groups(ranking, self.performance_ci)  # over every model: groups chain
+        group_all = stable["tie_group"].to_numpy()
+        page = slice(start, stop)
+        rank_of = ranking["rank"].to_numpy()[page].tolist()
+        scores = [round(score, 6) for score in ranking["dynascore"].to_numpy()[page].tolist()]
+        group_of = group_all[page].tolist()
+        bounds = np.column_stack([stable["dynascore_low"], stable["dynascore_high"]])[page]
         intervals = np.round(bounds, 6).tolist()
-        static = map(self.entries.__getitem__, ranking["position"].tolist())
-        known = stable["has_interval"].tolist()
+        static = map(self.entries.__getitem__, ranking["position"].to_numpy()[page].tolist())
+        known = stable["has_interval"].to_numpy()[page].tolist()
         columns = zip(static, rank_of, scores, group_of, intervals, known, strict=True)
         entries = [  # {**entry, ...} keeps the key order: the keys are already there
             {**entry, "rank": r, "dynascore": d, "tie_group": g, "dynascore_ci": ci if k else None}
             for entry, r, d, g, ci, k in columns
         ]
-        return entries, _groups(ranking.index.tolist(), group_of, rank_of)
+        if not entries:  # a page past the end
+            return entries, []
+        page_ids = ranking.index[page].tolist()
+        return entries, _groups(page_ids, group_of, group_all, ranking["rank"].to_numpy())
+
+
+def _rows(ranking: pd.DataFrame, start: int, stop: int) -> pd.DataFrame:
+    """Rows ``start``..``stop`` of a ranking, keeping the weights it was computed with."""
+    part = ranking.iloc[start:stop]
+    part.attrs = dict(ranking.attrs)
+    return part
 
 
 def prepare_board(
@@ -246,13 +277,25 @@ def _split(
     return matrix.reshape(len(complete), len(AXES)), complete, incomplete
 
 
-def _groups(ids: list[str], group_of: list[int], rank_of: list[int]) -> list[dict[str, Any]]:
-    """One object per tie group, top first: its number, its models and their rank range."""
+def _groups(
+    ids: list[str], group_of: list[int], group_all: np.ndarray, rank_all: np.ndarray
+) -> list[dict[str, Any]]:
+    """One object per tie group on the page (``ids``, their ``group_of``), top first: its
+    number, its models on the page, its whole rank range and size (``group_all`` and
+    ``rank_all`` are over the whole ranking, where groups are contiguous runs)."""
     cuts = (np.flatnonzero(np.diff(np.asarray(group_of))) + 1).tolist()
     starts, ends = [0, *cuts], [*cuts, len(ids)]
+    numbers = np.asarray([group_of[s] for s in starts], dtype=group_all.dtype)
+    first = np.searchsorted(group_all, numbers, side="left").tolist()
+    last = (np.searchsorted(group_all, numbers, side="right") - 1).tolist()
     return [
-        {"group": group_of[s], "model_ids": ids[s:e], "rank_range": [rank_of[s], rank_of[e - 1]]}
-        for s, e in zip(starts, ends, strict=True)
+        {
+            "group": group_of[s],
+            "model_ids": ids[s:e],
+            "rank_range": [int(rank_all[lo]), int(rank_all[hi])],
+            "size": hi - lo + 1,
+        }
+        for s, e, lo, hi in zip(starts, ends, first, last, strict=True)
     ]
 
 

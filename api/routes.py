@@ -11,17 +11,18 @@ from flask_smorest import Blueprint
 from marshmallow import Schema, ValidationError
 
 from api.auth import PUBLIC, READ, SUBMIT, access, accounts, principal
+from api.board_cache import prepared
 from api.compare import ComparisonSchema, compare
 from api.default_view import task_defaults
 from api.docs import error_docs, success_docs
 from api.errors import ApiError
-from api.leaderboard import leaderboard, viewer_weights
-from api.pages.boards import reweighted
+from api.leaderboard import viewer_weights
 from api.pages.downloads import ScoresDownloadQuerySchema, file_response
 from api.pages.public import model_results
 from api.quotas import quota_state
 from api.results_file import ResultsFileSchema, results_csv, results_json
 from api.schemas import (
+    LEADERBOARD_PAGE,
     SUBMIT_REQUEST_BODY,
     CancelledSchema,
     HealthSchema,
@@ -156,10 +157,15 @@ def get_task(task_name: str) -> dict[str, Any]:
 @errors(400, 404, 422)
 @blp.arguments(LeaderboardQuerySchema, location="query", as_kwargs=True)
 def get_leaderboard(
-    task_name: str, weights: str | None = None, instance_memory: float | None = None
+    task_name: str,
+    weights: str | None = None,
+    instance_memory: float | None = None,
+    limit: int = LEADERBOARD_PAGE,
+    offset: int = 0,
 ) -> dict[str, Any]:
     """Models ranked by Dynascore under the viewer's weights (axes not named keep the
-    task's default view's weights, or the task's own when it has none)."""
+    task's default view's weights, or the task's own when it has none), a page at a time:
+    ``limit`` models from rank position ``offset`` (``total_models`` says how many)."""
     defaults = task_defaults(service(), task_or_404(task_name))
     task = defaults.task
     try:
@@ -167,12 +173,10 @@ def get_leaderboard(
         check_weights_syntax(weights)  # what the OpenAPI pattern says, exactly
     except ValueError as exc:
         raise ApiError(400, "bad_weights", str(exc)) from None
-    rows = service().queries.leaderboard_rows(task.name)
-    if defaults.round_weights is not None and not weights:  # as the page: no weights given
-        rows = reweighted(rows, defaults.round_weights, task)
-    return leaderboard(
-        task, rows, chosen, instance_memory, current_hashes=service().dataset_hashes(task.name)
-    )
+    # as the page: the default view's round weights apply when no weights are given
+    rounds = defaults.round_weights if not weights else None
+    board = prepared(service(), task, rounds, instance_memory)
+    return board.render(chosen, offset=offset, limit=limit)
 
 
 @blp.route("/tasks/<task_name>/submissions")

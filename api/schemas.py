@@ -88,7 +88,13 @@ SUBMIT_REQUEST_BODY = {
 }
 
 
-class LeaderboardQuerySchema(Schema):
+LEADERBOARD_PAGE = 100
+LEADERBOARD_MAX_PAGE = 10_000
+
+
+class WeightsQuerySchema(Schema):
+    """The viewer's weights: what every leaderboard route and download reads."""
+
     weights = fields.String(
         metadata={
             "description": "axis:weight pairs, e.g. performance:4,memory:0 (numbers >= 0)",
@@ -102,6 +108,21 @@ class LeaderboardQuerySchema(Schema):
             "description": "GiB memory is subtracted from, > 0 (default: the task's)",
             "exclusiveMinimum": True,
         },
+    )
+
+
+class LeaderboardQuerySchema(WeightsQuerySchema):
+    """The weights and the page of the leaderboard route."""
+
+    limit = fields.Integer(
+        load_default=LEADERBOARD_PAGE,
+        validate=validate.Range(min=1, max=LEADERBOARD_MAX_PAGE),
+        metadata={"description": f"models per page (default {LEADERBOARD_PAGE})"},
+    )
+    offset = fields.Integer(
+        load_default=0,
+        validate=validate.Range(min=0),
+        metadata={"description": "the rank position the page starts at (0: the top)"},
     )
 
 
@@ -291,10 +312,14 @@ class LeaderboardEntrySchema(OpenSchema):
 
 class TieGroupSchema(OpenSchema):
     group = fields.Integer(metadata={"description": "1 for the top group"})
-    model_ids = fields.List(fields.String(), metadata={"description": "in rank order"})
+    model_ids = fields.List(
+        fields.String(),
+        metadata={"description": "its models on this page, in rank order (`size`: all of them)"},
+    )
     rank_range = fields.List(
         fields.Integer(), metadata={"description": "[best rank, worst rank] in the group"}
     )
+    size = fields.Integer(metadata={"description": "how many models the group has in all"})
 
 
 class FlipWeightSchema(OpenSchema):
@@ -321,7 +346,17 @@ class LeaderboardSchema(OpenSchema):
     task = fields.String()
     weights = fields.Dict(keys=fields.String(), values=fields.Float())
     rounds = fields.List(fields.String())
-    models = fields.List(fields.Nested(LeaderboardEntrySchema))
+    total_models = fields.Integer(
+        metadata={"description": "how many models are ranked in all (`models` is one page)"}
+    )
+    offset = fields.Integer(metadata={"description": "the rank position `models` starts at"})
+    limit = fields.Integer(
+        allow_none=True, metadata={"description": "the page size asked for (null: all)"}
+    )
+    models = fields.List(
+        fields.Nested(LeaderboardEntrySchema),
+        metadata={"description": "the ranked models from `offset`, best first, one page"},
+    )
     unranked = fields.List(fields.Dict())
     tie_confidence = fields.Float(metadata={"description": "0.95: the level of `tie_groups`"})
     tie_groups = fields.List(
@@ -336,5 +371,8 @@ class LeaderboardSchema(OpenSchema):
     )
     flip_weights = fields.List(
         fields.Nested(FlipWeightSchema),
-        metadata={"description": "one per adjacent pair of `models`, top first"},
+        metadata={
+            "description": "one per adjacent pair of `models`, top first, and the pair across "
+            "the page's lower edge"
+        },
     )

@@ -119,9 +119,30 @@ class DynaevalClient:
         """Stop a submission's evaluation (queued: at once; running: at its next step)."""
         return self._call("POST", f"/submissions/{model_id}/cancel")
 
-    def leaderboard(self, task: str, weights: str | None = None) -> dict[str, Any]:
-        params = {"weights": weights} if weights else {}
-        return self._call("GET", f"/tasks/{task}/leaderboard", params=params)
+    def leaderboard(
+        self, task: str, weights: str | None = None, *, page_size: int = 1000
+    ) -> dict[str, Any]:
+        """The whole leaderboard, read a page at a time: every ranked model, the tie groups
+        (each once) and the flip weights of every adjacent pair."""
+        params: dict[str, Any] = {"limit": page_size, **({"weights": weights} if weights else {})}
+        board = self._call("GET", f"/tasks/{task}/leaderboard", params={**params, "offset": 0})
+        groups = {group["group"]: dict(group) for group in board["tie_groups"]}
+        while len(board["models"]) < board["total_models"]:
+            page = self._call(
+                "GET",
+                f"/tasks/{task}/leaderboard",
+                params={**params, "offset": len(board["models"])},
+            )
+            if not page["models"]:  # the board shrank meanwhile: what was read is the answer
+                break
+            board["models"] += page["models"]
+            board["flip_weights"] += page["flip_weights"]
+            for group in page["tie_groups"]:  # a group running over pages: its ids joined
+                known = groups.setdefault(group["group"], {**group, "model_ids": []})
+                known["model_ids"] = known["model_ids"] + group["model_ids"]
+        board["tie_groups"] = [groups[number] for number in sorted(groups)]
+        board["offset"], board["limit"] = 0, None
+        return board
 
     def me(self) -> dict[str, Any]:
         """Who this client's token belongs to: name, role, scopes, owned tasks."""

@@ -170,6 +170,17 @@ class Queries:
             }
         return list(newest.values())
 
+    def results_version(self, task: str) -> tuple[int, str | None]:
+        """What changes whenever ``task`` gains a result: how many there are and when the
+        newest was stored (results are never edited in place)."""
+        with self.db.session() as session:
+            count, newest = session.execute(
+                select(func.count(ResultRow.job_id), func.max(ResultRow.created_at)).where(
+                    ResultRow.task == task
+                )
+            ).one()
+        return int(count), newest.isoformat() if newest is not None else None
+
     def rescoring_candidates(self, task: str) -> list[tuple[str, dict[str, str]]]:
         """(model id, dataset hashes of its newest result) for every model on ``task`` that
         has a result and no job waiting or running."""

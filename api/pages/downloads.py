@@ -19,7 +19,7 @@ from api.auth import PUBLIC, access
 from api.errors import ApiError
 from api.pages import boards, public
 from api.pages.visibility import model_visible, task_visible
-from api.schemas import ErrorSchema, LeaderboardQuerySchema, LeaderboardSchema, ScoresSchema
+from api.schemas import ErrorSchema, LeaderboardSchema, ScoresSchema, WeightsQuerySchema
 from api.service import Service
 from configs.vocabulary.axes import AXES
 
@@ -49,7 +49,7 @@ def file_response(schema: type[Schema]) -> dict[str, Any]:
     }
 
 
-class LeaderboardDownloadQuerySchema(LeaderboardQuerySchema):
+class LeaderboardDownloadQuerySchema(WeightsQuerySchema):
     rounds = fields.String(
         metadata={"description": "round:weight pairs (default: the task's round weights)"}
     )

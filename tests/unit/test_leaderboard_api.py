@@ -68,8 +68,8 @@ def test_tie_groups_and_intervals_by_hand(client: FlaskClient, service: Service)
     ]
     assert board["tie_confidence"] == 0.95
     assert board["tie_groups"] == [
-        {"group": 1, "model_ids": [ids["C"]], "rank_range": [1, 1]},
-        {"group": 2, "model_ids": [ids["B"], ids["A"]], "rank_range": [2, 3]},
+        {"group": 1, "model_ids": [ids["C"]], "rank_range": [1, 1], "size": 1},
+        {"group": 2, "model_ids": [ids["B"], ids["A"]], "rank_range": [2, 3], "size": 2},
     ]
 
 
@@ -121,7 +121,9 @@ def test_empty_and_single_model_boards(client: FlaskClient, service: Service) ->
     assert board["tie_groups"] == [] and board["flip_weights"] == []
     only = finished(service, "only", (70, 6, 0.6, 74, 82), [60, 80])
     board = client.get(URL).get_json()
-    assert board["tie_groups"] == [{"group": 1, "model_ids": [only], "rank_range": [1, 1]}]
+    assert board["tie_groups"] == [
+        {"group": 1, "model_ids": [only], "rank_range": [1, 1], "size": 1}
+    ]
     assert board["flip_weights"] == []
 
 
@@ -132,7 +134,7 @@ def test_openapi_documents_the_new_fields(client: FlaskClient) -> None:
     assert {"tie_groups", "flip_weights", "flip_weight_range", "tie_confidence"} <= set(board)
     assert {"tie_group", "dynascore_ci"} <= set(schemas["LeaderboardEntry"]["properties"])
     assert set(schemas["FlipWeight"]["properties"]) == {"above", "below", "axis", "weight", "delta"}
-    assert set(schemas["TieGroup"]["properties"]) == {"group", "model_ids", "rank_range"}
+    assert set(schemas["TieGroup"]["properties"]) == {"group", "model_ids", "rank_range", "size"}
 
 
 # -- the assembly function ---------------------------------------------------------------------
