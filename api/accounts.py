@@ -36,6 +36,7 @@ from store.accounts import (
     Principal,
     csrf_token,
 )
+from store.leases import NotRetryable
 
 SESSION_HOURS = 12
 blp = Blueprint("accounts", __name__, url_prefix="/api/v1", description="Accounts and tokens")
@@ -342,8 +343,10 @@ class RerunSchema(Schema):
 @ok(RerunSchema, 201)
 @errors(401, 403, 404, 409)
 def rerun(model_id: str) -> tuple[dict[str, Any], int]:
-    """Evaluate a submission again (its task's owner or an admin): after fixing a dataset,
-    say. Others who may see it get 403; those who may not, 404."""
+    """Evaluate a submission again (its task's owner or an admin): a failed job is retried
+    in place with a fresh budget of attempts (its earlier attempts stay in its history;
+    nothing is charged to the submitter); a finished one gets a new job (after fixing a
+    dataset, say). Others who may see it get 403; those who may not, 404."""
     who = principal()
     found = accounts().model_access(model_id)
     if found is None or not who.may_see_model(*found):
@@ -356,5 +359,13 @@ def rerun(model_id: str) -> tuple[dict[str, Any], int]:
         raise ApiError(
             409, "already_queued", f"submission {model_id!r} already has a job {job['status']}"
         )
+    if job.get("status") == "failed":
+        try:
+            service.store.retry(job["id"])
+            return {"id": model_id, "job_id": job["id"], "status": "queued"}, 201
+        except NotRetryable:  # a concurrent rerun won the race: it is queued now
+            raise ApiError(
+                409, "already_queued", f"submission {model_id!r} was just rerun"
+            ) from None
     job_id = service.store.enqueue(model_id, stage="queued: rerun")
     return {"id": model_id, "job_id": job_id, "status": "queued"}, 201

@@ -8,7 +8,7 @@ from flask import Flask
 from flask_smorest import Api
 from werkzeug.wrappers import Response
 
-from api import auth, errors, ratelimit
+from api import auth, errors, metrics, ratelimit
 from api.accounts import blp as accounts_blp
 from api.pages import downloads, pages
 from api.pages import index as pages_index
@@ -51,6 +51,7 @@ def create_app(service: Service, allowed_hosts: Iterable[str] | None = None) -> 
     ratelimit.install(app)  # after auth: writes are counted per principal
     errors.install(app)
     app.add_url_rule("/", "index", index)
+    metrics.install(app, service)  # outside the OpenAPI document: an operator's route
     return app
 
 

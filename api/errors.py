@@ -5,11 +5,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from flask import Flask, jsonify
+from flask import Flask, jsonify, request
 from flask.typing import ResponseReturnValue
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
 log = logging.getLogger(__name__)
+RETRY_AFTER_S = 10  # what a client waits before asking again during a database outage
+# The database is down, unreachable or out of connections: not the client's fault, not a bug.
+DATABASE_OUTAGES = (OperationalError, InterfaceError, PoolTimeout)
 
 
 class ApiError(Exception):
@@ -49,10 +54,36 @@ def install(app: Flask) -> None:
             message = f"invalid request: {_first_problem(details)}"
         return jsonify(error_body(code, message, details)), exc.code or 500, _headers(exc)
 
+    for outage in DATABASE_OUTAGES:
+        app.register_error_handler(outage, _database_unavailable)
+
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> ResponseReturnValue:
         log.exception("unhandled error")
         return jsonify(error_body("internal_error", "an unexpected error occurred")), 500
+
+
+def _database_unavailable(exc: Exception) -> ResponseReturnValue:
+    """503 with Retry-After, and one warning line: no traceback, no SQL, no parameters."""
+    log.warning(
+        "database unavailable (%s) on %s %s: %s",
+        type(exc).__name__,
+        request.method,
+        request.path,
+        outage_reason(exc),
+    )
+    body = error_body(
+        "database_unavailable", "the database is unavailable; try again in a few seconds"
+    )
+    return jsonify(body), 503, {"Retry-After": str(RETRY_AFTER_S)}
+
+
+def outage_reason(exc: Exception) -> str:
+    """The driver's first line (``connection refused``...), never the statement or its
+    parameters, which SQLAlchemy's own message quotes."""
+    cause = exc.orig if isinstance(exc, DBAPIError) else exc
+    lines = str(cause).strip().splitlines() or [type(cause).__name__]
+    return lines[0][:200]
 
 
 def _headers(exc: HTTPException) -> list[tuple[str, str]]:

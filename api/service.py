@@ -26,7 +26,7 @@ from evaluator.inputs.datasets import load_examples
 from evaluator.inputs.perturbed_sets import dataset_hash
 from evaluator.runtimes.specs import DockerSpec, ProcessSpec
 from evaluator.tasks import load_tasks
-from store.blobs import BlobStore, LocalBlobStore
+from store.blobs import BlobStore, default_blob_store
 from store.db import Database, default_data_dir, default_database_url
 from store.jobs import JobStore
 from store.queries import Queries
@@ -72,7 +72,7 @@ class Service:
         db = Database(database_url or default_database_url(data_dir))
         service = cls(
             db,
-            LocalBlobStore(data_dir / "blobs"),
+            default_blob_store(data_dir),
             load_tasks(config_dir / "tasks"),
             config_dir,
             allow_local_runtimes,

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from client import commands
+from client.rerun import cmd_rerun
+from configs.schema import ConfigError
 from evaluator.transport.dialects import DEFAULT_DIALECT, dialect_choices
 from store.accounts import MAX_TOKEN_DAYS
 
@@ -23,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
         "fairness slices and profiling; rank them by Dynascore.",
         epilog="Environment: DYNAEVAL_DATA_DIR (default ./dynaeval-data: SQLite file, blobs, "
         "cached perturbed sets), DYNAEVAL_DATABASE_URL (a SQLAlchemy URL instead of the SQLite "
-        "file). Exit codes: 0 ok, 1 the evaluation failed or a gate was missed, 2 bad usage "
+        "file), DYNAEVAL_STORE_URL (a folder or s3://bucket/prefix for blobs), DYNAEVAL_CONFIG "
+        "(a TOML settings file; `dynaeval config` shows the effective settings). Exit codes: 0 ok, 1 the evaluation failed or a gate was missed, 2 bad usage "
         "(submit has its own gate contract: see `dynaeval submit --help`).",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -38,9 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
         _dynascore,
         _rescore,
         _status,
+        _rerun,
         _users,
         _tokens,
         _login,
+        _config,
     ):
         add(sub)
     return parser
@@ -90,6 +95,56 @@ def _serve(sub: Subparsers) -> None:
         "(loopback, private, link-local, *.local...); repeatable, added to "
         "DYNAEVAL_ALLOWED_REGISTRIES (comma-separated)",
     )
+    serve.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=8,
+        help="threads answering requests (default 8); idle and slow connections take none",
+    )
+    serve.add_argument(
+        "--dev-server",
+        action="store_true",
+        help="werkzeug's development server instead of waitress (comparisons only)",
+    )
+    _stopping_options(serve)
+
+
+def _stopping_options(parser: argparse.ArgumentParser) -> None:
+    """``--grace-s`` and ``--log-format``, the same for serve and worker."""
+    parser.add_argument(
+        "--grace-s",
+        type=_non_negative_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="on SIGTERM or SIGINT, how long the running job may go on before it is handed "
+        "back to the queue (default 30); a second signal hands it back at once",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="json: one JSON object per line (time, level, logger, message, job_id...)",
+    )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text!r}")
+    return value
+
+
+def _non_negative_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, not {text!r}")
+    return value
 
 
 def _worker(sub: Subparsers) -> None:
@@ -101,6 +156,7 @@ def _worker(sub: Subparsers) -> None:
         help="unique per concurrent worker on this host; a restarted worker "
         "with the same name removes its predecessor's leftover containers",
     )
+    _stopping_options(worker)
 
 
 def _tasks(sub: Subparsers) -> None:
@@ -268,6 +324,20 @@ def _status(sub: Subparsers) -> None:
     status.add_argument("--json", action="store_true")
 
 
+def _rerun(sub: Subparsers) -> None:
+    rerun = sub.add_parser(
+        "rerun",
+        help="evaluate a submission again (admins and task owners): a failed job is retried "
+        "with a fresh budget of attempts, a finished one gets a new job",
+    )
+    rerun.add_argument("model_id")
+    rerun.add_argument(
+        "--server",
+        help="through this API (with your token); without it, on the configured database",
+    )
+    rerun.set_defaults(handler=cmd_rerun)
+
+
 def _users(sub: Subparsers) -> None:
     users = sub.add_parser("users", help="add or list users (on the configured database)")
     actions = users.add_subparsers(dest="users_command", required=True, metavar="ACTION")
@@ -324,6 +394,16 @@ def _login(sub: Subparsers) -> None:
     login.add_argument("--token-name", default="cli", help="the new token's name")
 
 
+def _config(sub: Subparsers) -> None:
+    from client import config_cmd
+
+    config = sub.add_parser(
+        "config", help="show the effective settings and where each came from (secrets masked)"
+    )
+    config_cmd.add_arguments(config)
+    config.set_defaults(handler=config_cmd.cmd_config)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -333,10 +413,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("alembic").setLevel(logging.WARNING)
     if not args.verbose:  # one line per HTTP request only when asked for
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    handler = getattr(commands, f"cmd_{args.command}")
+    handler = getattr(args, "handler", None) or getattr(commands, f"cmd_{args.command}")
     try:
         return handler(args)
-    except commands.CliError as exc:
+    except (commands.CliError, ConfigError) as exc:  # a bad setting is a usage error too
         print(f"dynaeval {args.command}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import math
 import shlex
-import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +17,9 @@ from client import render
 from client.accounts import cmd_login, cmd_tokens, cmd_users, serve_access  # noqa: F401
 from client.common import CliError, all_tasks, find_task, open_service
 from client.progress import ProgressBar, progress_wanted
+from client.signals import StopSignals
 from client.submit import cmd_submit  # noqa: F401 - dispatched by name from client.cli
+from configs.logsetup import configure_logging
 from configs.schema import TaskSpec
 from evaluator.runtimes.specs import DockerSpec, ProcessSpec, RuntimeSpec, UrlSpec
 
@@ -74,14 +76,13 @@ def runtime_spec(model: str, kind: str, protocol: str) -> RuntimeSpec:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from evaluator.pipeline import run_evaluation
     from evaluator.runtimes.factory import make_runtime
-    from store.blobs import LocalBlobStore
-    from store.db import default_data_dir
+    from store.blobs import default_blob_store
 
     task = find_task(args.task)
     kind = args.runtime or guess_runtime(args.model)
     if kind != "url" and _looks_like_path(args.model) and not Path(args.model).exists():
         raise CliError(f"no such file or directory: {args.model}")
-    blobs = LocalBlobStore(default_data_dir() / "blobs")
+    blobs = default_blob_store()
     try:
         runtime = make_runtime(runtime_spec(args.model, kind, args.protocol), task.limits, blobs)
     except ValueError as exc:
@@ -199,20 +200,21 @@ def _num(value: Any) -> Any:
 # -- service ---------------------------------------------------------------------------------
 def cmd_serve(args: argparse.Namespace) -> int:
     from api.app import create_app
-    from api.server import make_api_server
     from client.examples import check_example_runtime, queue_examples_in_background
 
+    configure_logging(args.log_format, verbose=getattr(args, "verbose", False))
     service = open_service(args.allow_local_runtimes, args.allow_registry)
+    signals = StopSignals("serve", args.grace_s, lambda: None, lambda: _hand_back_now(service))
+    signals.install()  # before workers start: a signal from here on stops them cleanly
     rescored = service.rescore_stale()
     if rescored:
         print(f"re-scoring {len(rescored)} models whose task data changed", flush=True)
     examples = not args.no_examples and service.store.count_models() == 0
     if examples:
         check_example_runtime(args.example_runtime)  # fail fast, before anything listens
-    service.start_workers(args.workers)
-    # JSON errors from the HTTP layer too (414...), no Server: Werkzeug/... Python/... banner
+    service.start_workers(args.workers, grace_s=args.grace_s)
     app = create_app(service)
-    server = make_api_server(args.host, args.port, app)
+    server = _http_server(args, app)
     base = f"http://{args.host}:{server.server_port}"
     print(f"Dynaeval leaderboards: open {base}/ in a browser", flush=True)
     serve_access(app, service, args, server.server_port, base)
@@ -226,37 +228,81 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # Building the example images takes minutes on a fresh clone: the server listens
         # first and the pages show the examples as queued, then running, then scored.
         queue_examples_in_background(service, args.example_runtime)
+    thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
+    thread.start()
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        while not signals.requested.wait(1.0) and thread.is_alive():
+            pass  # the main thread only waits: signal handlers run here
     finally:
-        server.server_close()
+        server.shutdown()  # no new connections; requests in progress answer first
+        if args.dev_server:
+            server.server_close()
+        service.stop_workers(timeout=args.grace_s + 30)  # the grace, then the hand-back
         service.close()
+        signals.done()
+    print("dynaeval serve: stopped", flush=True)
     return 0
+
+
+def _http_server(args: argparse.Namespace, app: Any) -> Any:
+    """waitress (production), or werkzeug's development server with ``--dev-server``."""
+    from api.server import WaitressServer, make_api_server
+
+    if args.dev_server:
+        return make_api_server(args.host, args.port, app)
+    return WaitressServer(app, args.host, args.port, threads=args.threads)
+
+
+def _hand_back_now(service: Any) -> None:
+    for worker in list(service.workers):
+        worker.stop(now=True)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from worker.lock import WorkerIdInUse
+    from worker.outage import open_when_reachable
     from worker.worker import Worker, default_worker_id
 
-    service = open_service()
+    configure_logging(args.log_format, verbose=getattr(args, "verbose", False))
+    worker_id = default_worker_id(args.name)
+    stopping = threading.Event()
+    started: list[Worker] = []  # a signal may come before the worker exists
+
+    def stop(now: bool) -> None:
+        stopping.set()
+        for worker in started:
+            worker.stop(now=now)
+
+    signals = StopSignals("worker", args.grace_s, lambda: stop(False), lambda: stop(True))
+    signals.install()
+    try:  # a worker started while the database is down waits for it instead of exiting
+        service = open_when_reachable(open_service, worker_id=worker_id, stopping=stopping)
+    except Exception:
+        if not stopping.is_set():
+            raise
+        signals.done()
+        print("dynaeval worker: stopped before the database answered", flush=True)
+        return 0
     worker = Worker(
-        service.store, service.blobs, service.tasks, worker_id=default_worker_id(args.name)
+        service.store, service.blobs, service.tasks, worker_id=worker_id, grace_s=args.grace_s
     )
-    # SIGTERM (a deployment stopping the worker) finishes the current job first.
-    signal.signal(signal.SIGTERM, lambda signum, frame: worker.stop())
+    started.append(worker)
+    if stopping.is_set():  # the signal came while the service was opening
+        worker.stop()
+    print(f"dynaeval worker: {worker.worker_id} taking jobs (SIGTERM or SIGINT stops)", flush=True)
     try:
         stats = worker.work(burst=args.burst)
     except WorkerIdInUse as exc:
         raise CliError(str(exc)) from None
     finally:
         service.close()
+        signals.done()
     print(
         f"worker {worker.worker_id}: {stats.done} done, {stats.failed} failed, "
-        f"{stats.requeued} requeued",
+        f"{stats.requeued} requeued, {stats.handed_back} handed back",
         flush=True,
     )
+    print("dynaeval worker: stopped", flush=True)
     return 0
 
 

@@ -119,6 +119,10 @@ class DynaevalClient:
         """Stop a submission's evaluation (queued: at once; running: at its next step)."""
         return self._call("POST", f"/submissions/{model_id}/cancel")
 
+    def rerun(self, model_id: str) -> dict[str, Any]:
+        """Evaluate a submission again (its task's owner or an admin)."""
+        return self._call("POST", f"/submissions/{model_id}/rerun")
+
     def leaderboard(
         self, task: str, weights: str | None = None, *, page_size: int = 1000
     ) -> dict[str, Any]:

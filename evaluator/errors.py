@@ -5,6 +5,12 @@ from __future__ import annotations
 from configs.vocabulary.failures import FailureCode
 
 
+class EvaluationStopped(Exception):
+    """The caller stopped the run from its progress callback (its worker lost the job or
+    handed it back): not a fault, so it is logged as one line, and the caller records
+    nothing for it."""
+
+
 class EvaluationError(Exception):
     """An evaluation failed for a known reason; ``log_tail`` is the model's last log lines."""
 

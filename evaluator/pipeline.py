@@ -22,7 +22,7 @@ from configs.schema import DatasetSpec, PerturbationSpec, RoundSpec, TaskSpec
 from configs.vocabulary.examples import Example, Prediction
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.results import EvaluationResult, Failure, Score, ScoreKey, pooled_variant
-from evaluator.errors import EvaluationError
+from evaluator.errors import EvaluationError, EvaluationStopped
 from evaluator.inputs.datasets import load_examples
 from evaluator.inputs.perturbed_sets import dataset_hash, materialise
 from evaluator.inputs.redaction import HeldOutText
@@ -94,6 +94,9 @@ class Evaluation:
             self.profile_model()
         except EvaluationError as exc:
             failure = self.explain(exc)
+        except EvaluationStopped as exc:
+            log.info("evaluation of %s stopped: %s", self.task.name, exc)
+            failure = Failure(FailureCode.PLATFORM_ERROR, f"stopped: {exc}")
         except Exception as exc:  # a platform fault must still end the job with a reason
             log.exception("evaluation of %s failed on the platform side", self.task.name)
             failure = Failure(

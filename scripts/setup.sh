@@ -45,9 +45,22 @@ if [[ ! -f .setup-stamp || pyproject.toml -nt .setup-stamp ]]; then
     touch .setup-stamp
 fi
 
+# moto's S3 server (the test extra): the S3 blob store's tests start it on 127.0.0.1
+# (tests/s3.py); without it they skip locally and fail in CI.
+if "$PYTHON" -c "import moto.server, boto3" 2>/dev/null; then
+    log "moto's S3 server is installed (python -m moto.server)"
+else
+    log "WARNING: moto's S3 server is not importable: the S3 tests will skip (CI fails them);" \
+        "install it with: $PYTHON -m pip install -e '.[test]'"
+fi
+
 docker_ok=0
 if scripts/ensure-docker.sh; then
-    if scripts/build-base-image.sh >/dev/null && scripts/build-example-images.sh >/dev/null; then
+    command -v docker-compose >/dev/null || { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+        $SUDO apt-get install -y -qq --no-install-recommends docker-compose; } || log "no docker-compose"
+    # build-deploy-images.sh: the compose deployment's images (deploy/, tests/deploy); cached.
+    if scripts/build-base-image.sh >/dev/null && scripts/build-example-images.sh >/dev/null \
+        && scripts/build-deploy-images.sh >/dev/null; then
         docker_ok=1
     fi
 fi

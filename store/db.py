@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -11,20 +10,24 @@ from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+from configs.settings import load_settings
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
 def default_data_dir() -> Path:
-    """``$DYNAEVAL_DATA_DIR`` or ``./dynaeval-data``."""
-    return Path(os.environ.get("DYNAEVAL_DATA_DIR", "dynaeval-data")).resolve()
+    """The data folder of the settings (``$DYNAEVAL_DATA_DIR``, the settings file, or
+    ``./dynaeval-data``)."""
+    return load_settings().data_dir
 
 
 def default_database_url(data_dir: Path | None = None) -> str:
-    """``$DYNAEVAL_DATABASE_URL`` or a SQLite file in the data folder."""
-    url = os.environ.get("DYNAEVAL_DATABASE_URL")
-    if url:
-        return url
-    data_dir = data_dir or default_data_dir()
+    """The settings' database URL, else a SQLite file in ``data_dir`` (default: the settings'
+    data folder), which is created."""
+    settings = load_settings()
+    if not settings.is_default("database_url"):
+        return settings.database_url
+    data_dir = data_dir or settings.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{data_dir / 'dynaeval.sqlite3'}"
 

@@ -1,29 +1,44 @@
-"""All queue operations in one place: submit, claim with a lease, heartbeat, finish, fail,
-requeue stalled jobs. Claims are a conditional UPDATE (portable: SQLite and PostgreSQL);
+"""The queue operations: submit, claim with a lease, heartbeat, finish, fail, cancel (the
+recovery of jobs whose holder is gone, hand-backs and retries are in store.leases). Claims are a conditional UPDATE (portable: SQLite and PostgreSQL);
 on PostgreSQL the candidate is picked with ``FOR UPDATE SKIP LOCKED``.
 
 Every timestamp comes from the injected clock (naive UTC: SQLite keeps no zone), so tests
 move time instead of sleeping. The store decides no retries: a failure's settlement is the
-job lifecycle's (configs.vocabulary.jobs), and the store applies it under its lease check."""
+job lifecycle's (configs.vocabulary.jobs), and the store applies it under its lease check.
+
+Every claim gets its own random lease token: heartbeats and outcomes check the token, so two
+live workers that share a worker id never both own one job."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, TypeVar, cast
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ColumnElement, CursorResult, Update, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from configs.vocabulary.failures import FailureCode
-from configs.vocabulary.jobs import JobStatus, RetryPolicy, Settlement, check_transition
+from configs.vocabulary.jobs import AttemptOutcome, JobStatus, Settlement, check_transition
 from configs.vocabulary.results import EvaluationResult, Failure
 from store.db import Database
-from store.models import AttemptRow, Base, JobRow, ModelRow, ResultRow, ScoreRow, TaskRow
-
-RowT = TypeVar("RowT", bound=Base)
+from store.leases import (
+    DEFAULT_ATTEMPTS,
+    LeaseRecovery,
+    attempt_outcome,
+    close_attempt,
+    existing,
+    held,
+    held_by,
+    lease_columns,
+    new_token,
+    release_lease,
+    settle,
+    updated,
+)
+from store.models import AttemptRow, JobRow, ModelRow, ResultRow, ScoreRow, TaskRow
 
 
 @dataclass(frozen=True)
@@ -36,6 +51,7 @@ class ClaimedJob:
     runtime: dict[str, Any]
     attempt: int
     max_attempts: int
+    lease: str  # this claim's token: heartbeats and outcomes present it
 
 
 @dataclass(frozen=True)
@@ -48,7 +64,7 @@ class CancelOutcome:
     cancelled: bool = True
 
 
-class JobStore:
+class JobStore(LeaseRecovery):
     """Queue and results over a Database."""
 
     def __init__(self, db: Database, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -74,7 +90,7 @@ class JobStore:
         *,
         image_id: str | None = None,
         owner_id: str | None = None,
-        max_attempts: int = 3,
+        max_attempts: int = DEFAULT_ATTEMPTS,
     ) -> tuple[str, str]:
         """Create the model row (owned by ``owner_id``) and its job in one transaction;
         returns (model id, job id)."""
@@ -97,7 +113,9 @@ class JobStore:
             session.add(job)
         return model_id, job.id
 
-    def enqueue(self, model_id: str, *, max_attempts: int = 3, stage: str = "queued") -> str:
+    def enqueue(
+        self, model_id: str, *, max_attempts: int = DEFAULT_ATTEMPTS, stage: str = "queued"
+    ) -> str:
         """A new evaluation job for an existing model (e.g. its task gained a round)."""
         with self.db.session() as session, session.begin():
             model = session.get(ModelRow, model_id)
@@ -112,22 +130,27 @@ class JobStore:
             return len(session.scalars(select(ModelRow.id)).all())
 
     # -- the lease ---------------------------------------------------------------------------
-    def claim(self, worker: str, lease_s: float) -> ClaimedJob | None:
-        """Take the oldest available queued job, or None. Safe against concurrent workers."""
+    def claim(self, worker: str, lease_s: float, *, domain: str | None = None) -> ClaimedJob | None:
+        """Take the oldest available queued job with a fresh lease token, or None. Safe
+        against concurrent workers. ``domain`` is the worker's lock folder id (worker.lock):
+        a restart holding the same lock may settle this claim at once (settle_predecessor)."""
         for _ in range(5):  # another worker may win the race for a candidate; try the next
             with self.db.session() as session, session.begin():
                 now = self.clock.now()
                 job_id = _candidate(session, now)
                 if job_id is None:
                     return None
-                claimed = _updated(
+                token = new_token()
+                claimed = updated(
                     session,
                     update(JobRow)
                     .where(JobRow.id == job_id, JobRow.status == JobStatus.QUEUED)
                     .values(
                         status=JobStatus.RUNNING,
                         lease_owner=worker,
-                        **_lease(now, lease_s),
+                        lease_token=token,
+                        lease_domain=domain,
+                        **lease_columns(now, lease_s),
                         attempts=JobRow.attempts + 1,
                         started_at=now,
                         stage="claimed",
@@ -136,79 +159,82 @@ class JobStore:
                 )
                 if claimed != 1:
                     continue
-                job = _existing(session.get(JobRow, job_id))
-                model = _existing(session.get(ModelRow, job.model_id))
-                session.add(
-                    AttemptRow(job_id=job_id, attempt=job.attempts, worker=worker, started_at=now)
-                )
-                return ClaimedJob(
-                    job.id,
-                    job.model_id,
-                    job.task,
-                    dict(model.runtime),
-                    job.attempts,
-                    job.max_attempts,
-                )
+                return _claimed(session, job_id, worker, token, now)
         return None
 
     def heartbeat(
-        self, job_id: str, worker: str, lease_s: float, progress: float, stage: str
+        self,
+        job_id: str,
+        worker: str,
+        lease_s: float,
+        progress: float,
+        stage: str,
+        *,
+        lease: str | None = None,
     ) -> bool:
         """Extend the lease and record progress; False when the lease was lost."""
         now = self.clock.now()
         with self.db.session() as session, session.begin():
-            renewed = _updated(
+            renewed = updated(
                 session,
                 update(JobRow)
-                .where(*_held_by(job_id, worker))
-                .values(**_lease(now, lease_s), progress=progress, stage=stage[:200]),
+                .where(*held_by(job_id, worker, lease))
+                .values(**lease_columns(now, lease_s), progress=progress, stage=stage[:200]),
             )
             return renewed == 1
 
     # -- outcomes ----------------------------------------------------------------------------
-    def finish(self, job_id: str, worker: str, result: EvaluationResult) -> bool:
-        """Store every score and the summary and mark the job done, in one transaction."""
+    def finish(
+        self, job_id: str, worker: str, result: EvaluationResult, *, lease: str | None = None
+    ) -> bool:
+        """Store every score and the summary and mark the job done, in one transaction.
+
+        True when stored, or when this ``lease`` already stored it (a retry after a commit
+        whose acknowledgement was lost writes nothing twice); False when the lease was lost."""
         now = self.clock.now()
         with self.db.session() as session, session.begin():
-            job = _held(session, job_id, worker)
+            job = held(session, job_id, worker, lease)
             if job is None:
-                return False
+                return (
+                    lease is not None
+                    and attempt_outcome(session, job_id, lease) == AttemptOutcome.DONE
+                )
             check_transition(job.status, JobStatus.DONE)
             session.add_all(_score_rows(job, result))
             image_id = (result.provenance.get("runtime") or {}).get("image_id")
             if image_id:  # pin the model to the exact image its scores came from
-                _existing(session.get(ModelRow, job.model_id)).image_id = image_id
-            session.add(
-                ResultRow(
-                    job_id=job.id,
-                    model_id=job.model_id,
-                    task=job.task,
-                    summary=result.summary,
-                    rounds=result.rounds,
-                    slices=result.slices,
-                    profile=result.profile,
-                    provenance=result.provenance,
-                    created_at=now,
-                )
-            )
+                existing(session.get(ModelRow, job.model_id)).image_id = image_id
+            session.add(_result_row(job, result, now))
             job.status, job.progress, job.stage, job.finished_at = JobStatus.DONE, 1.0, "done", now
+            close_attempt(session, job, AttemptOutcome.DONE, None, now)
             # an earlier attempt's failure stays in its attempt row, not on a finished job
-            _release(job, None)
-            _close_attempt(session, job, "done", None, now)
+            release_lease(job, None)
         return True
 
     def fail(
-        self, job_id: str, worker: str, failure: Failure, settlement: Settlement
+        self,
+        job_id: str,
+        worker: str,
+        failure: Failure,
+        settlement: Settlement,
+        *,
+        lease: str | None = None,
     ) -> JobStatus | None:
         """Record the failure and apply the lifecycle's settlement (requeued or failed), if
-        ``worker`` still holds the job. Returns the new status (None when the lease was lost)."""
+        the claim still holds the job. Returns the new status (None when the lease was lost);
+        a retry after a lost acknowledgement returns the settled status and writes nothing."""
         with self.db.session() as session, session.begin():
-            job = _held(session, job_id, worker)
+            job = held(session, job_id, worker, lease)
             if job is None:
+                if (
+                    lease is not None
+                    and attempt_outcome(session, job_id, lease) == AttemptOutcome.FAILED
+                ):
+                    return settlement.status
                 return None
             now = self.clock.now()
-            _close_attempt(session, job, "failed", failure, now)
-            return _settle(job, failure, settlement, now)
+            close_attempt(session, job, AttemptOutcome.FAILED, failure, now)
+            return settle(job, failure, settlement, now)
 
     def cancel(self, model_id: str, message: str) -> CancelOutcome:
         """End the newest job of ``model_id`` as cancelled, at once. A queued job never runs;
@@ -226,72 +252,47 @@ class JobStore:
             if was.final:
                 return CancelOutcome(job.id, was, cancelled=False)
             # Compare-and-set: a worker finishing or a claim between the read and here wins.
-            changed = _updated(
+            changed = updated(
                 session,
                 update(JobRow)
                 .where(JobRow.id == job.id, JobRow.status == was)
                 .values(heartbeat_at=JobRow.heartbeat_at),
             )
-            job = _existing(session.get(JobRow, job.id, populate_existing=True))
+            job = existing(session.get(JobRow, job.id, populate_existing=True))
             if changed != 1:
                 return CancelOutcome(job.id, JobStatus(job.status), cancelled=False)
             if was == JobStatus.RUNNING:
-                _close_attempt(session, job, "cancelled", cancelled, now)
-            _settle(job, cancelled, Settlement(JobStatus.FAILED, None, "cancelled"), now)
+                close_attempt(session, job, AttemptOutcome.CANCELLED, cancelled, now)
+            settle(job, cancelled, Settlement(JobStatus.FAILED, None, "cancelled"), now)
         return CancelOutcome(job.id, was)
 
-    def requeue_stalled(self, policy: RetryPolicy) -> list[str]:
-        """Running jobs whose lease expired (their worker died): requeued or failed as
-        ``policy`` decides for a lost worker. Returns their ids."""
-        lost = Failure(FailureCode.WORKER_LOST, "the worker stopped sending heartbeats")
-        now = self.clock.now()
-        expired = (JobRow.status == JobStatus.RUNNING, JobRow.lease_expires_at < now)
-        with self.db.session() as session, session.begin():
-            candidates = session.scalars(select(JobRow.id).where(*expired)).all()
-            requeued = []
-            for job_id in candidates:
-                # Re-check under the write lock: a late heartbeat may have renewed the lease.
-                still = _updated(
-                    session,
-                    update(JobRow)
-                    .where(JobRow.id == job_id, *expired)
-                    .values(heartbeat_at=JobRow.heartbeat_at),
-                )
-                if still != 1:
-                    continue
-                job = _existing(session.get(JobRow, job_id, populate_existing=True))
-                _close_attempt(session, job, "lost", lost, now)
-                # the dead worker cannot decide; the same lifecycle decides in its place
-                settlement = policy.decide(lost.code, job.attempts, job.max_attempts, now)
-                _settle(job, lost, settlement, now)
-                requeued.append(job_id)
-        return requeued
 
-
-def _updated(session: Session, statement: Update) -> int:
-    """How many rows an UPDATE changed: every compare-and-set here checks it is one."""
-    return cast(CursorResult[Any], session.execute(statement)).rowcount
-
-
-def _existing(row: RowT | None) -> RowT:
-    """A row this transaction has just matched or references by foreign key."""
-    if row is None:
-        raise LookupError("a row vanished inside the transaction that matched it")
-    return row
-
-
-def _held(session: Session, job_id: str, worker: str) -> JobRow | None:
-    """The job if ``worker`` still holds it, locked for this transaction.
-
-    A conditional UPDATE checks ownership and takes the write lock in one statement
-    (SQLite starts its write transaction there), so a concurrent requeue cannot slip
-    in between the check and the outcome being written."""
-    held = _updated(
-        session, update(JobRow).where(*_held_by(job_id, worker)).values(lease_owner=worker)
+def _claimed(session: Session, job_id: str, worker: str, token: str, now: datetime) -> ClaimedJob:
+    """Open the claim's attempt row and describe the claimed job to its worker."""
+    job = existing(session.get(JobRow, job_id))
+    model = existing(session.get(ModelRow, job.model_id))
+    session.add(
+        AttemptRow(
+            job_id=job_id, attempt=job.attempts, worker=worker, lease_token=token, started_at=now
+        )
     )
-    if held != 1:
-        return None
-    return session.get(JobRow, job_id, populate_existing=True, with_for_update=True)
+    return ClaimedJob(
+        job.id, job.model_id, job.task, dict(model.runtime), job.attempts, job.max_attempts, token
+    )
+
+
+def _result_row(job: JobRow, result: EvaluationResult, now: datetime) -> ResultRow:
+    return ResultRow(
+        job_id=job.id,
+        model_id=job.model_id,
+        task=job.task,
+        summary=result.summary,
+        rounds=result.rounds,
+        slices=result.slices,
+        profile=result.profile,
+        provenance=result.provenance,
+        created_at=now,
+    )
 
 
 def _new_job(model_id: str, task: str, max_attempts: int, stage: str, now: datetime) -> JobRow:
@@ -321,55 +322,6 @@ def _candidate(session: Session, now: datetime) -> str | None:
     if session.bind.dialect.name == "postgresql":  # type: ignore[union-attr]
         query = query.with_for_update(skip_locked=True)
     return session.scalars(query).first()
-
-
-def _held_by(job_id: str, worker: str) -> tuple[ColumnElement[bool], ...]:
-    """The condition that ``worker`` holds the lease of ``job_id``."""
-    return (
-        JobRow.id == job_id,
-        JobRow.lease_owner == worker,
-        JobRow.status == JobStatus.RUNNING,
-    )
-
-
-def _lease(now: datetime, lease_s: float) -> dict[str, datetime]:
-    """The columns a claim and a heartbeat set: the lease runs ``lease_s`` from ``now``."""
-    return {"heartbeat_at": now, "lease_expires_at": now + timedelta(seconds=lease_s)}
-
-
-def _release(job: JobRow, failure: Failure | None) -> None:
-    """Drop the lease and show ``failure`` (or none) as the job's current failure."""
-    job.lease_owner = job.lease_expires_at = None
-    if failure is None:
-        job.failure_code = job.failure_message = job.log_tail = None
-    else:
-        job.failure_code, job.failure_message = failure.code, failure.message
-        job.log_tail = failure.log_tail
-
-
-def _settle(job: JobRow, failure: Failure, settlement: Settlement, now: datetime) -> JobStatus:
-    """Move a failed job as the lifecycle's ``settlement`` says: queued again later, or
-    failed for good."""
-    status = check_transition(job.status, settlement.status)
-    job.status, job.stage = status, settlement.stage
-    _release(job, failure)
-    if settlement.available_at is not None:
-        job.available_at = settlement.available_at
-    if status.final:
-        job.finished_at = now
-    return status
-
-
-def _close_attempt(
-    session: Session, job: JobRow, outcome: str, failure: Failure | None, now: datetime
-) -> None:
-    attempt = session.scalars(
-        select(AttemptRow).where(AttemptRow.job_id == job.id, AttemptRow.attempt == job.attempts)
-    ).first()
-    if attempt is not None:
-        attempt.finished_at, attempt.outcome = now, outcome
-        if failure is not None:
-            attempt.failure_code, attempt.failure_message = failure.code, failure.message
 
 
 def _score_rows(job: JobRow, result: EvaluationResult) -> list[ScoreRow]:

@@ -68,8 +68,14 @@ class JobRow(Base):
     status: Mapped[str] = mapped_column(String(16))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    # attempts that ended through the platform's fault (lost worker, platform error)
+    platform_faults: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     available_at: Mapped[datetime]
     lease_owner: Mapped[str | None] = mapped_column(String(128))
+    # Each claim's own random token: two live workers sharing an id never share a lease.
+    lease_token: Mapped[str | None] = mapped_column(String(36), index=True)
+    # The claiming worker's lock folder (worker.lock): its restart may settle the job at once.
+    lease_domain: Mapped[str | None] = mapped_column(String(36))
     lease_expires_at: Mapped[datetime | None]
     heartbeat_at: Mapped[datetime | None]
     progress: Mapped[float] = mapped_column(Float, default=0.0)
@@ -91,6 +97,8 @@ class AttemptRow(Base):
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
     attempt: Mapped[int] = mapped_column(Integer)
     worker: Mapped[str] = mapped_column(String(128))
+    # the claim's (see JobRow): which attempt a sandbox labelled with it belonged to
+    lease_token: Mapped[str | None] = mapped_column(String(36), index=True)
     started_at: Mapped[datetime]
     finished_at: Mapped[datetime | None]
     outcome: Mapped[str | None] = mapped_column(String(16))

@@ -194,6 +194,34 @@ def postgres_cluster() -> Iterator[Any]:
         yield cluster
 
 
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[Any]:
+    """moto's S3 server on 127.0.0.1 with one bucket, for the whole session (tests/s3.py)."""
+    from tests.s3 import moto_server_available, running_moto_server
+
+    if not moto_server_available():
+        skip_or_fail("moto's server is not installed (scripts/setup.sh installs the test extra)")
+    with contextlib.ExitStack() as stack:
+        root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dynaeval-s3-")))
+        try:
+            server = stack.enter_context(running_moto_server(root))
+        except Exception as exc:  # e.g. it exited, never answered, or refused the bucket
+            skip_or_fail(f"moto's server did not start: {exc}")
+        yield server
+
+
+@pytest.fixture
+def s3(moto_server: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    """The session's moto server, with this test's environment sending boto3 there only."""
+    from tests.s3 import AWS_VARS
+
+    for name in AWS_VARS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in moto_server.env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    return moto_server
+
+
 @pytest.fixture(params=BACKENDS)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database on each backend production runs: a SQLite file, and a new

@@ -38,12 +38,58 @@ def server_bin() -> Path | None:
 
 @dataclass(frozen=True)
 class Cluster:
-    """A running cluster: its port and how to reach a database in it."""
+    """A running cluster: its port and how to reach a database in it. A cluster started by
+    ``running_cluster`` also knows its folder, so a test can stop and start its server (an
+    outage) on the same port and data."""
 
     port: int
+    root: Path | None = None
+    binaries: Path | None = None
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (``fast``: roll back and disconnect every client; ``immediate``:
+        abort, as a crash would). Waits until it is down; stopping a stopped server is fine."""
+        subprocess.run(
+            _as_server_user([*self._pg_ctl(), "-m", mode, "-w", "-t", "60", "stop"]),
+            check=False,
+            capture_output=True,
+            timeout=90,
+        )
+
+    def start(self) -> None:
+        """Start the server again on the same port and data; waits until it accepts."""
+        subprocess.run(
+            _as_server_user([*self._pg_ctl(), "-o", self._options(), "-w", "-t", "60", "start"]),
+            check=True,
+            capture_output=True,
+            timeout=90,
+        )
+
+    def restart(self, mode: str = "fast") -> None:
+        self.stop(mode)
+        self.start()
+
+    def running(self) -> bool:
+        """Whether the server runs (``pg_ctl status``)."""
+        status = subprocess.run(
+            _as_server_user([*self._pg_ctl(), "status"]),
+            check=False,
+            capture_output=True,
+            timeout=30,
+        )
+        return status.returncode == 0
+
+    def _pg_ctl(self) -> list[str]:
+        if self.root is None or self.binaries is None:
+            raise RuntimeError("this cluster was not started by running_cluster")
+        return _pg_ctl(self.binaries, self.root)
+
+    def _options(self) -> str:
+        assert self.root is not None
+        return _server_options(self.root, self.port)
 
     @contextlib.contextmanager
     def fresh_database(self) -> Iterator[str]:
@@ -66,6 +112,14 @@ def _as_server_user(command: list[str]) -> list[str]:
     return ["runuser", "-u", _RUN_AS, "--", *command]
 
 
+def _server_options(root: Path, port: int) -> str:
+    return f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off"
+
+
+def _pg_ctl(binaries: Path, root: Path) -> list[str]:
+    return [str(binaries / "pg_ctl"), "-D", str(root / "data"), "-l", str(root / "server.log")]
+
+
 @contextlib.contextmanager
 def running_cluster(root: Path) -> Iterator[Cluster]:
     """Start a cluster under ``root`` (trust auth on loopback only); stop it on exit."""
@@ -80,15 +134,15 @@ def running_cluster(root: Path) -> Iterator[Cluster]:
     port = free_port()
     initdb = [str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"]
     subprocess.run(_as_server_user([*initdb, "--no-sync"]), check=True, capture_output=True)
-    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off"
-    pg_ctl = [str(binaries / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log")]
+    options = _server_options(root, port)
+    pg_ctl = _pg_ctl(binaries, root)
     subprocess.run(
         _as_server_user([*pg_ctl, "-o", options, "-w", "-t", "60", "start"]),
         check=True,
         capture_output=True,
     )
     try:
-        yield Cluster(port)
+        yield Cluster(port, root, binaries)
     finally:
         subprocess.run(
             _as_server_user([*pg_ctl, "-m", "immediate", "-w", "stop"]),

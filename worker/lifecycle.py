@@ -1,7 +1,7 @@
 """The worker's half of the job lifecycle: the worker that held a job decides what its failed
 attempt means (it knows the attempt from its claim), and the store applies that decision
 atomically with its lease check. Jobs whose worker died are settled by ``requeue_stalled``
-with the same policy."""
+(or, after a restart under the same lock, ``settle_predecessor``) with the same policy."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ def settle_failure(
     clock: Clock | None = None,
 ) -> JobStatus | None:
     """Requeue (with back-off) or fail ``job`` as ``policy`` decides at the clock's now
-    (the store's clock unless given). Returns the new status, or None when ``worker_id`` no
-    longer holds the job (then nothing is written)."""
+    (the store's clock unless given). Returns the new status, or None when the claim (its
+    lease token) no longer holds the job (then nothing is written)."""
     now = (clock or store.clock).now()
     settlement = policy.decide(failure.code, job.attempt, job.max_attempts, now)
-    return store.fail(job.id, worker_id, failure, settlement)
+    return store.fail(job.id, worker_id, failure, settlement, lease=job.lease)

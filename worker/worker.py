@@ -2,7 +2,13 @@
 store the outcome in one transaction, go on. Readable top to bottom, like rq's ``work()``.
 
 The worker owns the job's lifecycle: it decides, with its RetryPolicy and its clock, whether a
-failed attempt is retried and when; the store applies that decision under its lease check."""
+failed attempt is retried and when; the store applies that decision under its lease check
+(every claim has its own lease token, see store.jobs).
+
+Faults it survives: a store outage (one warning, capped back-off, a finished result retried
+for as long as the lease lasts), a dead predecessor with its id (its jobs are settled at once
+on restart), dead workers elsewhere (stale leases are checked even while busy), and a stop
+(the running job gets ``grace_s``, then goes back to the queue uncharged)."""
 
 from __future__ import annotations
 
@@ -12,25 +18,34 @@ import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
-
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
 from configs.vocabulary.clock import Clock
-from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.jobs import DEFAULT_RETRY_POLICY, JobStatus, RetryPolicy
 from configs.vocabulary.results import EvaluationResult, Failure
 from evaluator.errors import EvaluationError
 from evaluator.pipeline import run_evaluation
-from evaluator.runtimes.factory import make_runtime
-from evaluator.runtimes.runtime import Runtime
 from store.blobs import BlobStore
 from store.jobs import ClaimedJob, JobStore
 from worker.lifecycle import settle_failure
 from worker.lock import WorkerLock
+from worker.outage import Outage, describe, is_unreachable
+from worker.outcomes import (
+    ResultRefused,
+    RuntimeFactory,
+    default_factory,
+    failed,
+    platform_failure,
+)
 from worker.predictions import store_predictions
+from worker.progress import LeaseLost, Progress
+from worker.sandboxes import SandboxReaper
+
+# LeaseLost and RuntimeFactory are part of the worker's interface (runtimes, tests).
+__all__ = ["LeaseLost", "RuntimeFactory", "Worker", "WorkerStats", "default_worker_id"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +64,7 @@ class WorkerStats:
     done: int = 0
     failed: int = 0
     requeued: int = 0
+    handed_back: int = 0
     recovered: list[str] = field(default_factory=list)
 
 
@@ -65,11 +81,21 @@ class Worker:
         lease_s: float = 60.0,
         heartbeat_s: float = 1.0,
         poll_s: float = 1.0,
+        max_poll_s: float = 30.0,
+        grace_s: float = 20.0,
+        reap_every: int = 10,
+        reap_limit: int = 50,
         config_dir: Path = CONFIG_DIR,
-        runtime_factory: Callable[[dict, TaskSpec, BlobStore, str], Runtime] | None = None,
+        runtime_factory: RuntimeFactory | None = None,
         clock: Clock | None = None,
         retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+        pause: Callable[[float], object] | None = None,
     ) -> None:
+        """``grace_s``: how long (by ``clock``) a running job may go on after ``stop()``;
+        ``reap_every``: heartbeats between checks for other workers' expired leases (at most
+        ``reap_limit`` settled per check); ``max_poll_s``: the cap of the back-off while the
+        store is unreachable; ``pause``: waits between attempts to record an outcome (tests
+        pass one that advances a ManualClock)."""
         self.store = store
         # The store's clock unless told otherwise: retry times and leases must agree.
         self.clock = clock or store.clock
@@ -77,69 +103,140 @@ class Worker:
         self.blobs = blobs
         self.tasks = tasks
         self.worker_id = worker_id or default_worker_id()
-        self.lease_s = lease_s
-        self.heartbeat_s = heartbeat_s
-        self.poll_s = poll_s
+        self.lease_s, self.heartbeat_s, self.grace_s = lease_s, heartbeat_s, grace_s
+        self.poll_s, self.max_poll_s = poll_s, max_poll_s
+        self.reap_every, self.reap_limit = max(1, reap_every), reap_limit
         self.config_dir = config_dir
-        self.runtime_factory = runtime_factory or _default_factory
+        self.runtime_factory: RuntimeFactory = runtime_factory or default_factory
         self.stats = WorkerStats()
-        self._stopping = threading.Event()
+        self.domain = ""  # the lock folder's domain, once work() holds the lock
+        self._pause = pause or threading.Event().wait
+        self._outage = Outage(self.worker_id, poll_s, max_poll_s)
+        self._stopping, self._abandon = threading.Event(), threading.Event()
+        self._stop_at: datetime | None = None
+        self._current: Progress | None = None
+        self._predecessor_settled = False
+        self.sandboxes = SandboxReaper(store, self.clock, self.worker_id)
 
-    def stop(self) -> None:
-        """Finish the current job, then leave the loop."""
+    # -- stopping --------------------------------------------------------------------------
+    def stop(self, now: bool = False) -> None:
+        """Take no more jobs. The running job may finish within ``grace_s``; after that (or
+        at once with ``now``, e.g. on a second signal) it is handed back to the queue without
+        charging an attempt, and its run is stopped at its next step."""
+        if self._stop_at is None:
+            self._stop_at = self.clock.now()
         self._stopping.set()
+        if now:
+            self._abandon.set()
+        current = self._current
+        if current is not None:
+            current.tick.set()  # let the heartbeat thread see it now, not at its next beat
 
+    def abandon(self) -> None:
+        """Hand the running job back at once and stop: ``stop(now=True)``."""
+        self.stop(now=True)
+
+    def _hand_back_due(self) -> bool:
+        if self._abandon.is_set():
+            return True
+        stop_at = self._stop_at
+        return stop_at is not None and self.clock.now() >= stop_at + timedelta(seconds=self.grace_s)
+
+    # -- the loop --------------------------------------------------------------------------
     def work(self, *, burst: bool = False) -> WorkerStats:
         """The loop. ``burst`` drains the queue and returns (tests, one-shot runs)."""
-        with WorkerLock(self.worker_id):
+        with WorkerLock(self.worker_id) as lock:
+            self.domain = lock.domain
             self.clean_leftovers()
             self._loop(burst)
         return self.stats
 
     def _loop(self, burst: bool) -> None:
         while not self._stopping.is_set():
+            claimed_at = self.clock.now()
             try:
-                self.stats.recovered += self.store.requeue_stalled(self.retry_policy)
-                job = self.store.claim(self.worker_id, self.lease_s)
-            except Exception:  # a database hiccup must not end a long-running worker
+                job = self._next_job()
+            except Exception as exc:  # a database outage must not end a long-running worker
                 if burst:
                     raise
-                log.exception("worker %s could not reach the store; retrying", self.worker_id)
-                self._stopping.wait(self.poll_s)
+                self._stopping.wait(self._outage.failed(exc))
                 continue
+            self._outage.reached()
             if job is None:
                 if burst:
                     break
+                self.sandboxes.maybe_reap()
                 self._stopping.wait(self.poll_s)
                 continue
-            self.perform(job)
+            self.perform(job, claimed_at=claimed_at)
 
-    def perform(self, job: ClaimedJob) -> None:
-        """Run one claimed job to a stored outcome, whatever happens inside."""
-        progress = _Progress()
+    def _next_job(self) -> ClaimedJob | None:
+        """Settle what a dead predecessor (same id, same lock domain) left running, recover
+        expired leases, then claim."""
+        if not self._predecessor_settled and self.domain:
+            settled = self.store.settle_predecessor(self.worker_id, self.domain, self.retry_policy)
+            self._note_recovered(settled, "its previous run died")
+        self._predecessor_settled = True
+        stalled = self.store.requeue_stalled(self.retry_policy, limit=self.reap_limit)
+        self._note_recovered(stalled, "its lease expired")
+        return self.store.claim(self.worker_id, self.lease_s, domain=self.domain or None)
+
+    def _note_recovered(self, job_ids: list[str], why: str) -> None:
+        for job_id in job_ids:
+            log.info("recovered job %s: %s", job_id, why, extra=self._context(job_id))
+        self.stats.recovered += job_ids
+
+    # -- one job ---------------------------------------------------------------------------
+    def perform(self, job: ClaimedJob, *, claimed_at: datetime | None = None) -> None:
+        """Run one claimed job to a stored outcome, whatever happens inside. The heartbeat
+        thread runs until the outcome is recorded (the lease must outlive a slow store)."""
+        progress = Progress(claimed_at or self.clock.now())
+        self._current = progress
         beat = threading.Thread(target=self._heartbeat, args=(job, progress), daemon=True)
         beat.start()
         try:
-            result = self.evaluate(job, progress)
-        except Exception as exc:  # every job ends in a stored outcome, never stuck running
-            log.exception("evaluating job %s failed on the platform side", job.id)
-            result = platform_failure(job.task, _describe(exc))
+            if self._stopping.is_set():  # stopped while claiming: give it back untouched
+                self._hand_back(job, progress)
+                return
+            result = self._outcome(job, progress)
+            if progress.handing_back.is_set():
+                beat.join(timeout=self.lease_s)  # the heartbeat thread ends once it tried
+                if progress.handed_back:  # back in the queue: this run's outcome is moot
+                    return
+            self.record(job, result, progress)
         finally:
-            progress.finished.set()
+            progress.end()
             beat.join(timeout=5)
-        self.record(job, result)
+            self._current = None
 
-    def evaluate(self, job: ClaimedJob, progress: _Progress) -> EvaluationResult:
+    def _outcome(self, job: ClaimedJob, progress: Progress) -> EvaluationResult:
+        context = self._context(job.id)
+        try:
+            return self.evaluate(job, progress)
+        except LeaseLost as exc:  # lost or handed back: the store will refuse this outcome
+            log.info("job %s stopped: %s", job.id, exc, extra=context)
+            return platform_failure(job.task, describe(exc))
+        except Exception as exc:  # every job ends in a stored outcome, never stuck running
+            log.exception("evaluating job %s failed on the platform side", job.id, extra=context)
+            return platform_failure(job.task, describe(exc))
+        finally:
+            progress.recording.set()  # from here on a stop no longer hands the job back
+
+    def evaluate(self, job: ClaimedJob, progress: Progress) -> EvaluationResult:
         task = self.tasks.get(job.task)
         if task is None:
             return platform_failure(job.task, f"task {job.task!r} is not loaded")
         try:
-            runtime = self.runtime_factory(job.runtime, task, self.blobs, self.worker_id)
+            runtime = self.runtime_factory(
+                job.runtime, task, self.blobs, self.worker_id, lease=job.lease
+            )
         except EvaluationError as exc:
             return failed(job.task, Failure(exc.code, exc.message, exc.log_tail))
         except Exception as exc:
-            log.exception("could not build the runtime of job %s", job.id)
-            return platform_failure(job.task, _describe(exc))
+            log.exception(
+                "could not build the runtime of job %s", job.id, extra=self._context(job.id)
+            )
+            return platform_failure(job.task, describe(exc))
         # Per-example predictions are kept for paired comparisons (worker.predictions).
         with tempfile.TemporaryDirectory(prefix="dynaeval-predictions-") as folder:
             result = run_evaluation(
@@ -154,32 +251,54 @@ class Worker:
                 store_predictions(self.blobs, job.model_id, Path(folder))
         return result
 
-    def record(self, job: ClaimedJob, result: EvaluationResult) -> None:
-        """Store the outcome. A result the store refuses fails the job as a platform fault; a
-        store that cannot be reached is retried a few times, then the job is left to its
-        lease: once it expires any worker requeues it. Nothing here ends the worker."""
-        for attempt in range(_RECORD_ATTEMPTS):
+    # -- recording -------------------------------------------------------------------------
+    def record(
+        self, job: ClaimedJob, result: EvaluationResult, progress: Progress | None = None
+    ) -> None:
+        """Store the outcome exactly once. A result the store refuses fails the job as a
+        platform fault; a store that cannot be reached is retried (capped back-off) for as
+        long as the lease lasts — the heartbeat thread keeps renewing it meanwhile — then
+        the job is left to its lease: once it expires any worker requeues it. Nothing here
+        ends the worker."""
+        progress = progress or Progress(self.clock.now())
+        context = self._context(job.id)
+        outage = Outage(self.worker_id, 1.0, self.max_poll_s, job_id=job.id)
+        waited, deadline = 0.0, progress.lease_deadline(self.lease_s)
+        while True:
             try:
                 self._record_once(job, result)
+                outage.reached()
                 return
-            except _ResultRefused as refused:
+            except ResultRefused as refused:
                 result = platform_failure(job.task, refused.message)
-            except Exception:
-                log.exception("recording job %s failed (attempt %d)", job.id, attempt + 1)
-                self._stopping.wait(min(30.0, 2.0**attempt))
-        log.error("job %s left to its lease: the store could not record it", job.id)
+                continue
+            except Exception as exc:
+                delay = outage.failed(exc)
+            if progress.lease_deadline(self.lease_s) > deadline:  # a heartbeat renewed it
+                waited, deadline = 0.0, progress.lease_deadline(self.lease_s)
+            # Past the lease another worker may own the job; the time waited since the last
+            # renewal bounds the retries even if the clock stands still (tests).
+            if self._abandon.is_set() or self.clock.now() >= deadline or waited >= self.lease_s:
+                log.error(
+                    "job %s left to its lease: the store could not record it", job.id, extra=context
+                )
+                return
+            waited += delay
+            self._pause(delay)
 
     def _record_once(self, job: ClaimedJob, result: EvaluationResult) -> None:
         if result.failure is None:
             try:
-                if self.store.finish(job.id, self.worker_id, result):
+                if self.store.finish(job.id, self.worker_id, result, lease=job.lease):
                     self.stats.done += 1
                 return
             except Exception as exc:  # rolled back as a whole: record why instead
-                if _is_unreachable(exc):
+                if is_unreachable(exc):
                     raise
-                log.exception("the store refused the result of job %s", job.id)
-                raise _ResultRefused(f"could not store the result: {_describe(exc)}") from exc
+                log.exception(
+                    "the store refused the result of job %s", job.id, extra=self._context(job.id)
+                )
+                raise ResultRefused(f"could not store the result: {describe(exc)}") from exc
         self._fail(job, result.failure)
 
     def _fail(self, job: ClaimedJob, failure: Failure) -> None:
@@ -191,21 +310,93 @@ class Worker:
             self.stats.requeued += 1
         elif status == JobStatus.FAILED:
             self.stats.failed += 1
-        log.info("job %s: %s (%s)", job.id, failure.code, failure.message)
+        log.info(
+            "job %s: %s (%s)", job.id, failure.code, failure.message, extra=self._context(job.id)
+        )
 
-    def _heartbeat(self, job: ClaimedJob, progress: _Progress) -> None:
-        while not progress.finished.wait(self.heartbeat_s):
-            fraction, stage = progress.snapshot()
-            try:
-                held = self.store.heartbeat(job.id, self.worker_id, self.lease_s, fraction, stage)
-            except Exception:  # a missed beat is retried; the lease covers a few of them
-                log.exception("heartbeat for job %s failed", job.id)
-                continue
-            if not held:  # requeued elsewhere: stop at the next step instead of finishing
-                # Flag first, log second: whoever sees the log line may rely on the flag.
-                progress.lost.set()
-                log.warning("worker %s lost the lease of job %s", self.worker_id, job.id)
+    # -- the heartbeat thread ----------------------------------------------------------------
+    def _heartbeat(self, job: ClaimedJob, progress: Progress) -> None:
+        """Renew the lease every ``heartbeat_s``; hand the job back once a stop's grace is
+        over; every ``reap_every`` beats, recover other workers' expired leases (so a dead
+        worker's job waits for no idle worker)."""
+        outage, beats = Outage(self.worker_id, self.heartbeat_s, job_id=job.id), 0
+        while not progress.finished.is_set():
+            progress.tick.wait(self.heartbeat_s)
+            progress.tick.clear()
+            if progress.finished.is_set():
                 return
+            if not progress.recording.is_set() and self._hand_back_due():
+                self._hand_back(job, progress)
+                return
+            if not self._beat(job, progress, outage):
+                return
+            beats += 1
+            if beats % self.reap_every == 0:
+                self._reap()
+
+    def _beat(self, job: ClaimedJob, progress: Progress, outage: Outage) -> bool:
+        """One heartbeat; False once the lease is lost (the job must stop)."""
+        fraction, stage = progress.snapshot()
+        asked_at = self.clock.now()
+        try:
+            held = self.store.heartbeat(
+                job.id, self.worker_id, self.lease_s, fraction, stage, lease=job.lease
+            )
+        except Exception as exc:  # a missed beat is retried; the lease covers several
+            outage.failed(exc)
+            return True
+        outage.reached()
+        if held:
+            progress.renewed(asked_at)
+            return True
+        if not progress.finished.is_set():  # requeued elsewhere: stop at the next step
+            # Flag first, log second: whoever sees the log line may rely on the flag.
+            progress.lost.set()
+            log.warning(
+                "worker %s lost the lease of job %s",
+                self.worker_id,
+                job.id,
+                extra=self._context(job.id),
+            )
+        return False
+
+    def _reap(self) -> None:
+        self.sandboxes.maybe_reap()
+        try:
+            stalled = self.store.requeue_stalled(self.retry_policy, limit=self.reap_limit)
+        except Exception as exc:  # the next check tries again; the beat itself went through
+            log.debug("checking for stalled jobs failed: %s", describe(exc), extra=self._context())
+            return
+        self._note_recovered(stalled, "its lease expired")
+
+    def _hand_back(self, job: ClaimedJob, progress: Progress) -> None:
+        """Give the job back to the queue (uncharged) and stop its run at the next step."""
+        progress.handing_back.set()  # first: perform waits for the release, not records
+        progress.lost.set()  # the run stops (and its runtime with it) at its next step
+        context = self._context(job.id)
+        try:
+            released = self.store.release(job.id, job.lease)
+        except Exception as exc:
+            log.warning(
+                "job %s could not be handed back (%s); its lease will expire",
+                job.id,
+                describe(exc),
+                extra=context,
+            )
+            return
+        if released:
+            progress.handed_back = True
+            self.stats.handed_back += 1
+            log.info(
+                "worker %s handed job %s back to the queue", self.worker_id, job.id, extra=context
+            )
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _context(self, job_id: str | None = None) -> dict[str, str]:
+        """The structured-log fields of a record about this worker (and a job)."""
+        if job_id is None:
+            return {"worker_id": self.worker_id}
+        return {"job_id": job_id, "worker_id": self.worker_id}
 
     def clean_leftovers(self) -> None:
         """Remove containers and networks a previous run of this worker left behind, and pin
@@ -215,66 +406,6 @@ class Worker:
         try:
             cleanup_leftovers(self.worker_id)
             pin_guard_image()
+            self.sandboxes.maybe_reap(force=True)
         except Exception as exc:  # no engine (or no base image): nothing of ours can run there
-            log.debug("no docker preparation: %s", exc)
-
-
-class LeaseLost(RuntimeError):
-    """This worker no longer holds the job it is running."""
-
-
-class _Progress:
-    """Progress shared between the evaluation thread and the heartbeat thread."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._fraction, self._stage = 0.0, "starting"
-        self.finished = threading.Event()
-        self.lost = threading.Event()
-
-    def update(self, fraction: float, stage: str) -> None:
-        """Called by the evaluation at every step; ends it once the lease is lost (the
-        runtime is still stopped: the pipeline stops it whatever ends the run)."""
-        if self.lost.is_set():
-            raise LeaseLost("the job's lease was lost; another worker has it now")
-        with self._lock:
-            self._fraction, self._stage = fraction, stage
-
-    def snapshot(self) -> tuple[float, str]:
-        with self._lock:
-            return self._fraction, self._stage
-
-
-_RECORD_ATTEMPTS = 5
-
-
-class _ResultRefused(Exception):
-    """The store rejected a result (e.g. a constraint): the job fails as a platform fault."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message[:2000]
-
-
-def _is_unreachable(exc: Exception) -> bool:
-    """A database that is down or busy (retry), as opposed to one refusing the data."""
-    return isinstance(exc, OperationalError | InterfaceError)
-
-
-def failed(task: str, failure: Failure) -> EvaluationResult:
-    """The result of an evaluation that ended with ``failure``."""
-    return EvaluationResult(task, "failed", failure=failure)
-
-
-def platform_failure(task: str, message: str) -> EvaluationResult:
-    """A failed result that is the platform's fault (retried, never counted against anyone)."""
-    return failed(task, Failure(FailureCode.PLATFORM_ERROR, message))
-
-
-def _describe(exc: BaseException) -> str:
-    """An unexpected exception as a failure message: its type and its text."""
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _default_factory(spec: dict, task: TaskSpec, blobs: BlobStore, owner: str) -> Runtime:
-    return make_runtime(spec, task.limits, blobs, owner=owner)
+            log.debug("no docker preparation: %s", exc, extra=self._context())

@@ -16,6 +16,7 @@ from flask_smorest import Blueprint
 from marshmallow import Schema, fields, validate
 
 from api.auth import PUBLIC, access
+from api.default_view import task_defaults
 from api.errors import ApiError
 from api.pages import boards, public
 from api.pages.visibility import model_visible, task_visible
@@ -96,12 +97,16 @@ def leaderboard_download(
 ) -> Response:
     """The leaderboard under these weights as a file; an undefined Dynascore is left empty
     in CSV (``dynascore_defined`` says so in JSON)."""
-    task = service().tasks.get(task_name)
-    if task is None or not task_visible(task_name):
+    found = service().tasks.get(task_name)
+    if found is None or not task_visible(task_name):
         raise ApiError(404, "unknown_task", f"no task {task_name!r}")
+    defaults = task_defaults(service(), found)  # what the page and the API show unweighted
+    task = defaults.task
     try:
         chosen = boards.axis_weights(task, weights)
         round_weights = boards.parse_round_weights(task, rounds)
+        if defaults.round_weights is not None and not (rounds or weights):
+            round_weights = defaults.round_weights
     except boards.BadWeights as exc:
         raise ApiError(400, "bad_weights", str(exc)) from None
     board = boards.board(service(), task, chosen, round_weights, instance_memory)

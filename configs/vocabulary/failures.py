@@ -39,3 +39,18 @@ class FailureCode(StrEnum):
             FailureCode.PLATFORM_ERROR,
             FailureCode.CANCELLED,
         )
+
+    @property
+    def platform_fault(self) -> bool:
+        """Whether the platform broke (a lost worker, a platform error): counted per job
+        apart from what the submission caused, retried while attempts remain, never
+        charged. A cancel is neither."""
+        return self in (FailureCode.WORKER_LOST, FailureCode.PLATFORM_ERROR)
+
+
+def is_platform_fault(code: str) -> bool:
+    """``platform_fault`` of a stored code; an unknown code is our bug, so ours too."""
+    try:
+        return FailureCode(code).platform_fault
+    except ValueError:
+        return True

@@ -23,6 +23,16 @@ class JobStatus(StrEnum):
         return self in (JobStatus.DONE, JobStatus.FAILED)
 
 
+class AttemptOutcome(StrEnum):
+    """How one attempt (one claim) ended, as job_attempts keeps it."""
+
+    DONE = "done"
+    FAILED = "failed"
+    LOST = "lost"  # its worker died: its lease expired, or its restart settled it
+    CANCELLED = "cancelled"
+    HANDED_BACK = "handed_back"  # its worker stopped and gave the job back, uncharged
+
+
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.QUEUED: frozenset({JobStatus.RUNNING, JobStatus.FAILED}),
     # running → queued: a platform fault or a lost worker, retried while attempts remain

@@ -29,8 +29,10 @@ def make_runtime(
     blobs: BlobStore,
     *,
     owner: str = "dynaeval",
+    lease: str | None = None,
 ) -> Runtime:
-    """The runtime a spec (or a model row's stored spec) describes."""
+    """The runtime a spec (or a model row's stored spec) describes. ``lease`` (the job's
+    claim token) labels a Docker run's objects, so a reaper can tell when nobody owns them."""
     spec = parse_runtime_spec(spec)
     match spec:
         case ProcessSpec():
@@ -40,12 +42,14 @@ def make_runtime(
         case UrlSpec():
             return UrlRuntime(spec.url, protocol=spec.protocol)
         case DockerSpec():
-            return _docker_runtime(spec, limits, blobs, owner)
+            return _docker_runtime(spec, limits, blobs, owner, lease)
         case _:
             assert_never(spec)
 
 
-def _docker_runtime(spec: DockerSpec, limits: Limits, blobs: BlobStore, owner: str) -> Runtime:
+def _docker_runtime(
+    spec: DockerSpec, limits: Limits, blobs: BlobStore, owner: str, lease: str | None
+) -> Runtime:
     # Imported here so the process and url runtimes work where no Docker engine is installed.
     from configs.vocabulary.failures import FailureCode
     from evaluator.errors import EvaluationError
@@ -71,6 +75,7 @@ def _docker_runtime(spec: DockerSpec, limits: Limits, blobs: BlobStore, owner: s
             limits,
             spec.protocol,
             label_owner=owner,
+            lease=lease,
             remove_image_on_stop=acquired.fresh,
             own_tags=acquired.own_tags,
         )

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import psutil
@@ -35,12 +35,20 @@ _PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL it when the thread that started it dies, so a
+def _die_with(parent: int) -> Callable[[], None]:
+    """For the child, before exec: SIGKILL it when the thread that started it dies, so a
     worker killed with ``kill -9`` mid-job leaves no model process behind. Prepared in the
-    parent (the libc handle) so the child only makes one system call."""
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    parent (the libc handle, the parent's pid) so the child only makes system calls."""
+
+    def in_child() -> None:
+        if _LIBC is not None:
+            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        # A parent that died between the fork and the prctl sent no signal and never will:
+        # the child has been re-parented, so it must not live on as an orphan.
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return in_child
 
 
 def free_port() -> int:
@@ -92,7 +100,7 @@ class ProcessRuntime(Runtime):
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,  # one prepared libc call: safe beside threads
+            preexec_fn=_die_with(os.getpid()),  # prepared system calls: safe beside threads
         )
         return Endpoint("127.0.0.1", self.port, self.dialect)
 

@@ -119,10 +119,16 @@ def zoo_image(docker_client, base_image) -> Callable[[str], str]:
 
 
 def _labelled(client, label: str) -> set[str]:
+    # The low-level listings: docker-py's containers.list() inspects each container and
+    # raises NotFound when another test's container vanishes in between.
     selector = {"label": label}
-    found = {f"container {c.name}" for c in client.containers.list(all=True, filters=selector)}
-    found |= {f"network {n.name}" for n in client.networks.list(filters=selector)}
-    found |= {f"volume {v.name}" for v in client.volumes.list(filters=selector)}
+    found = {
+        f"container {(c.get('Names') or [c['Id']])[0].lstrip('/')}"
+        for c in client.api.containers(all=True, filters=selector)
+    }
+    found |= {f"network {n['Name']}" for n in client.api.networks(filters=selector)}
+    volumes = client.api.volumes(filters=selector).get("Volumes") or []
+    found |= {f"volume {v['Name']}" for v in volumes}
     return found
 
 
@@ -148,14 +154,15 @@ def _no_docker_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
     request.getfixturevalue("_session_baseline")
     owner = request.getfixturevalue("owner")
     yield
+    from evaluator.runtimes.docker.objects import remove_container, remove_network
     from evaluator.runtimes.docker.sandbox import cleanup_leftovers
 
     mine = _labelled(client, f"dynaeval.owner={owner}") | _labelled(client, TEST_LABEL)
     cleanup_leftovers(owner, client)
-    for container in client.containers.list(all=True, filters={"label": TEST_LABEL}):
-        container.remove(force=True)
-    for network in client.networks.list(filters={"label": TEST_LABEL}):
-        network.remove()
+    for container in client.api.containers(all=True, filters={"label": TEST_LABEL}):
+        remove_container(client, container["Id"])
+    for network in client.api.networks(filters={"label": TEST_LABEL}):
+        remove_network(client, network["Id"])
     assert not mine, f"{request.node.name} left objects behind: {sorted(mine)}"
 
 

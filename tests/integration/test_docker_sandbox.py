@@ -52,6 +52,32 @@ def exec_python(runtime: DockerRuntime, source: str) -> tuple[int, str]:
     return exec_in(runtime, "python3", "-c", source)
 
 
+# The model's main process: started from outside the PID namespace (PPid 0) and not PID 1,
+# which is the guard's init; this probe (also PPid 0) skips itself.
+_MAIN_STATUS = """
+import os
+for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+    if pid in (1, os.getpid()):
+        continue
+    try:
+        status = open(f"/proc/{pid}/status").read()
+    except OSError:
+        continue
+    if "\\nPPid:\\t0\\n" in status:
+        print(status)
+        break
+"""
+
+
+def model_status(runtime: DockerRuntime) -> dict[str, str]:
+    """``/proc/<pid>/status`` of the model's main process, as a field -> value dict."""
+    code, status = exec_python(runtime, _MAIN_STATUS)
+    assert code == 0 and "Uid:" in status, status
+    return {
+        k: v.strip() for k, v in (line.split(":", 1) for line in status.splitlines() if ":" in line)
+    }
+
+
 @pytest.fixture
 def sandboxed(docker_client, example_image, owner) -> Iterator[DockerRuntime]:
     """The null example model, started in the sandbox and healthy."""
@@ -257,8 +283,7 @@ def test_read_only_root_and_capped_tmp(sandboxed, docker_client):
 
 
 def test_runs_as_non_root(sandboxed):
-    code, status = exec_in(sandboxed, "cat", "/proc/1/status")
-    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    fields = model_status(sandboxed)
     assert fields["Uid"].split() == ["10001"] * 4
     assert fields["Gid"].split() == ["10001"] * 4
 
@@ -270,22 +295,19 @@ def test_root_image_runs_as_non_root(docker_client, example_image, owner):
     try:
         endpoint = runtime.start()
         wait_http(endpoint.host, endpoint.port, "/openapi.json")
-        code, status = exec_in(runtime, "cat", "/proc/1/status")
-        assert "Uid:\t10001\t10001\t10001\t10001" in status
+        assert model_status(runtime)["Uid"].split() == ["10001"] * 4
     finally:
         runtime.stop()
 
 
 def test_no_capabilities(sandboxed):
-    code, status = exec_in(sandboxed, "cat", "/proc/1/status")
-    fields = {k: v.strip() for k, v in (line.split(":", 1) for line in status.splitlines())}
+    fields = model_status(sandboxed)
     for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
         assert int(fields[name], 16) == 0, (name, fields[name])
 
 
 def test_no_new_privileges(sandboxed, docker_client):
-    code, status = exec_in(sandboxed, "cat", "/proc/1/status")
-    fields = {k: v.strip() for k, v in (line.split(":", 1) for line in status.splitlines())}
+    fields = model_status(sandboxed)
     assert fields["NoNewPrivs"] == "1"
     assert fields["Seccomp"] == "2"  # Docker's default seccomp profile is on
     security = docker_client.api.inspect_container(sandboxed.container_id)["HostConfig"]
@@ -343,8 +365,8 @@ def test_stop_is_idempotent_and_removes_everything(docker_client, example_image,
     runtime.stop()
     runtime.stop()
     selector = {"label": f"dynaeval.run={runtime.run_id}"}
-    assert not docker_client.containers.list(all=True, filters=selector)
-    assert not docker_client.networks.list(filters=selector)
+    assert not docker_client.api.containers(all=True, filters=selector)
+    assert not docker_client.api.networks(filters=selector)
     assert all(ids)
     assert not runtime.alive()
     assert "serving" in runtime.logs_tail()  # kept from before removal
@@ -357,7 +379,9 @@ def test_hard_stop_timer_removes_a_forgotten_sandbox(docker_client, example_imag
     runtime.start()
     deadline = time.monotonic() + 15
     selector = {"label": f"dynaeval.run={runtime.run_id}"}
-    while docker_client.containers.list(all=True, filters=selector):
+    # The low-level listing: docker-py's containers.list() inspects each container and
+    # raises NotFound when the timer removes one in between.
+    while docker_client.api.containers(all=True, filters=selector):
         assert time.monotonic() < deadline, "the hard-stop timer did not remove the sandbox"
         time.sleep(0.2)
     assert runtime.exit_reason()[0] == "total_timeout"
@@ -372,6 +396,35 @@ def test_cleanup_leftovers_removes_an_abandoned_run(docker_client, example_image
     abandoned._hard_stop_timer.cancel()  # as if the worker had died
     assert cleanup_leftovers(f"{owner}-crashed", docker_client) == 3
     selector = {"label": f"dynaeval.owner={owner}-crashed"}
-    assert not docker_client.containers.list(all=True, filters=selector)
-    assert not docker_client.networks.list(filters=selector)
+    assert not docker_client.api.containers(all=True, filters=selector)
+    assert not docker_client.api.networks(filters=selector)
     assert cleanup_leftovers(f"{owner}-crashed", docker_client) == 0
+
+
+_POKE_GUARD = """
+import os, signal
+status = open("/proc/1/status").read()
+print("guard uid", [l.split()[1] for l in status.splitlines() if l.startswith("Uid:")][0])
+for name, poke in (
+    ("kill", lambda: os.kill(1, signal.SIGKILL)),
+    ("term", lambda: os.kill(1, signal.SIGTERM)),
+    ("environ", lambda: open("/proc/1/environ").read()),
+    ("mem", lambda: open("/proc/1/mem", "rb").read(1)),
+):
+    try:
+        poke()
+        print("DID", name)
+    except OSError as exc:
+        print("denied", name, type(exc).__name__)
+"""
+
+
+def test_the_guard_is_pid_1_and_out_of_the_models_reach(sandboxed, docker_client):
+    host_config = docker_client.api.inspect_container(sandboxed.container_id)["HostConfig"]
+    assert host_config["PidMode"] == f"container:{sandboxed.guard_id}"
+    code, output = exec_python(sandboxed, _POKE_GUARD)
+    assert "guard uid 10002" in output, output
+    assert "DID" not in output and output.count("denied") == 4, output
+    time.sleep(0.5)  # a signal that got through would have ended the guard by now
+    assert docker_client.api.inspect_container(sandboxed.guard_id)["State"]["Running"]
+    assert wait_http(sandboxed.host, sandboxed.port) == 200

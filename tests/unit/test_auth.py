@@ -135,6 +135,7 @@ TABLE: list[tuple[str, str, Any, dict[str, int], int]] = [
     ("POST", "/api/v1/tasks/sentiment/snapshots", {}, {"anonymous": 401}, 201),
     ("POST", "/api/v1/tasks/qa/snapshots", {}, {"anonymous": 401, "carol": 201, "admin": 201}, 404),
     ("GET", "/api/v1/snapshots/{guessed}", None, {}, 404),
+    ("GET", "/metrics", None, ONLY_ADMIN, 403),  # api.metrics: an operator's route
 ]  # fmt: skip
 
 

@@ -1,21 +1,45 @@
-"""The local blob store: atomic writes, safe keys, nothing left behind by a failed write."""
+"""The blob store contract, on the local folder and on S3 (moto's server on 127.0.0.1):
+atomic writes, safe keys, nothing left behind by a failed write."""
 
 from __future__ import annotations
 
 import io
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from store.blobs import BlobNotFound, LocalBlobStore, check_key
+from store.blobs import BlobNotFound, BlobStore, LocalBlobStore, UploadUrlsUnsupported, check_key
 
 
-@pytest.fixture
-def blobs(tmp_path: Path) -> LocalBlobStore:
-    return LocalBlobStore(tmp_path / "blobs")
+def s3_store(server: Any, tmp_path: Path) -> BlobStore:
+    """An S3 store under a prefix of its own in the session's bucket."""
+    from store.s3 import S3BlobStore
+
+    prefix = f"t-{uuid.uuid4().hex[:12]}"
+    return S3BlobStore(server.bucket, prefix, cache_dir=tmp_path / "cache", client=server.client())
 
 
-def test_put_get_exists_delete(blobs: LocalBlobStore) -> None:
+@pytest.fixture(params=["local", "s3"])
+def blobs(request: pytest.FixtureRequest, tmp_path: Path) -> BlobStore:
+    if request.param == "local":
+        return LocalBlobStore(tmp_path / "blobs")
+    return s3_store(request.getfixturevalue("s3"), tmp_path)
+
+
+def leftovers(blobs: BlobStore) -> list[Any]:
+    """Temporary files (local) or unfinished multipart uploads (S3) under the store."""
+    if isinstance(blobs, LocalBlobStore):
+        return [p for p in blobs.root.rglob("*") if p.is_file()]
+    from store.s3 import S3BlobStore
+
+    assert isinstance(blobs, S3BlobStore)
+    reply = blobs.client.list_multipart_uploads(Bucket=blobs.bucket, Prefix=blobs.prefix)
+    return list(reply.get("Uploads", []))
+
+
+def test_put_get_exists_delete(blobs: BlobStore) -> None:
     blobs.put_bytes("a/b/c.bin", b"hello")
     assert blobs.exists("a/b/c.bin")
     assert blobs.get_bytes("a/b/c.bin") == b"hello"
@@ -27,7 +51,7 @@ def test_put_get_exists_delete(blobs: LocalBlobStore) -> None:
     blobs.delete("a/b/c.bin")  # deleting twice is fine
 
 
-def test_missing_key_raises_blob_not_found(blobs: LocalBlobStore) -> None:
+def test_missing_key_raises_blob_not_found(blobs: BlobStore) -> None:
     with pytest.raises(BlobNotFound):
         blobs.get_bytes("nope")
     with pytest.raises(BlobNotFound):
@@ -35,14 +59,22 @@ def test_missing_key_raises_blob_not_found(blobs: LocalBlobStore) -> None:
     assert isinstance(BlobNotFound("x"), KeyError)
 
 
-def test_put_file_streams_and_counts(blobs: LocalBlobStore) -> None:
+def test_put_file_streams_and_counts(blobs: BlobStore) -> None:
     data = bytes(range(256)) * 10_000  # > one 1 MiB chunk
     size = blobs.put_file("uploads/x.tar", io.BytesIO(data))
     assert size == len(data)
     assert blobs.get_bytes("uploads/x.tar") == data
 
 
-def test_keys_with_prefix_and_no_temporaries(blobs: LocalBlobStore) -> None:
+def test_local_path_is_reused_and_refreshed_by_a_write(blobs: BlobStore) -> None:
+    blobs.put_bytes("sets/a.jsonl", b"one")
+    first = blobs.local_path("sets/a.jsonl")
+    assert blobs.local_path("sets/a.jsonl") == first
+    blobs.put_bytes("sets/a.jsonl", b"two")
+    assert blobs.local_path("sets/a.jsonl").read_bytes() == b"two"
+
+
+def test_keys_with_prefix_and_no_temporaries(blobs: BlobStore) -> None:
     for key in ("uploads/1", "uploads/2", "perturbed/x"):
         blobs.put_bytes(key, b"x")
     assert list(blobs.keys("uploads/")) == ["uploads/1", "uploads/2"]
@@ -52,7 +84,7 @@ def test_keys_with_prefix_and_no_temporaries(blobs: LocalBlobStore) -> None:
 @pytest.mark.parametrize(
     "key", ["../escape", "a/../../b", "/abs", "", "a//b", "a\\b", ".hidden", "a b", "x" * 600]
 )
-def test_unsafe_keys_are_refused(blobs: LocalBlobStore, key: str) -> None:
+def test_unsafe_keys_are_refused(blobs: BlobStore, key: str) -> None:
     with pytest.raises(ValueError):
         check_key(key)
     with pytest.raises(ValueError):
@@ -72,16 +104,23 @@ class _Exploding(io.RawIOBase):
         return b"x" * 1000
 
 
-def test_failed_stream_leaves_nothing_behind(blobs: LocalBlobStore) -> None:
+def test_failed_stream_leaves_nothing_behind(blobs: BlobStore) -> None:
     with pytest.raises(RuntimeError):
         blobs.put_file("uploads/broken.tar", _Exploding())
     assert not blobs.exists("uploads/broken.tar")
-    leftovers = [p for p in blobs.root.rglob("*") if p.is_file()]
-    assert leftovers == [], f"temporary files left behind: {leftovers}"
+    assert leftovers(blobs) == [], "temporary files left behind"
 
 
-def test_failed_overwrite_keeps_the_old_blob(blobs: LocalBlobStore) -> None:
+def test_failed_overwrite_keeps_the_old_blob(blobs: BlobStore) -> None:
     blobs.put_bytes("k", b"old")
     with pytest.raises(RuntimeError):
         blobs.put_file("k", _Exploding())
     assert blobs.get_bytes("k") == b"old"
+
+
+def test_local_store_has_no_upload_urls(tmp_path: Path) -> None:
+    store = LocalBlobStore(tmp_path)
+    assert store.presigned_uploads is False
+    with pytest.raises(UploadUrlsUnsupported, match="through the API"):
+        store.presigned_upload("uploads/x.tar", max_bytes=10)
+    assert isinstance(UploadUrlsUnsupported(), NotImplementedError)

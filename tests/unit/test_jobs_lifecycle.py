@@ -7,10 +7,11 @@ from itertools import product
 
 import pytest
 
-from configs.vocabulary.failures import FailureCode
+from configs.vocabulary.failures import FailureCode, is_platform_fault
 from configs.vocabulary.jobs import (
     DEFAULT_RETRY_POLICY,
     TRANSITIONS,
+    AttemptOutcome,
     IllegalTransition,
     JobStatus,
     RetryPolicy,
@@ -133,3 +134,23 @@ def test_a_policy_sets_its_own_back_off() -> None:
     policy = RetryPolicy(first_delay_s=1, max_delay_s=3)
     assert [policy.delay(n).total_seconds() for n in (1, 2, 3, 4)] == [1, 2, 3, 3]
     assert policy.decide("worker_lost", 2, 3, NOW).available_at == NOW + timedelta(seconds=2)
+
+
+def test_platform_faults_are_the_platforms_and_never_the_submitters() -> None:
+    platform = {c for c in FailureCode if c.platform_fault}
+    assert platform == {FailureCode.WORKER_LOST, FailureCode.PLATFORM_ERROR}
+    assert not any(c.user_caused for c in platform)  # so quotas never charge them
+    assert not FailureCode.CANCELLED.platform_fault and not FailureCode.CRASHED.platform_fault
+    assert is_platform_fault("worker_lost") and is_platform_fault("a-code-from-the-future")
+    assert not is_platform_fault("oom_killed")
+
+
+def test_attempt_outcomes_fit_their_column() -> None:
+    assert {o.value for o in AttemptOutcome} == {
+        "done",
+        "failed",
+        "lost",
+        "cancelled",
+        "handed_back",
+    }
+    assert max(len(o.value) for o in AttemptOutcome) <= 16  # job_attempts.outcome

@@ -443,7 +443,8 @@ def test_requeue_stalled_fails_after_max_attempts(
     assert requeue_stalled(store) == [job_id]
     job = job_row(db, job_id)
     assert job.status == JobStatus.FAILED and job.failure_code == "worker_lost"
-    assert job.finished_at == clock.now() and job.stage == "failed"
+    assert job.finished_at == clock.now() and job.stage == "failed: gave up after 1 platform fault"
+    assert job.platform_faults == 1  # counted apart from what the submission caused
 
 
 def test_requeue_stalled_decides_with_the_policy_it_is_given(

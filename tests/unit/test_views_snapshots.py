@@ -143,6 +143,8 @@ def test_the_default_view_changes_the_leaderboards_default_order(world: World) -
     assert _order(world.client(), "?weights=performance:4,memory:1") == ["model-a", "model-b"]
     page = world.client().get("/tasks/sentiment").get_data(as_text=True)
     assert page.index("model-b") < page.index("model-a")
+    download = world.client().get("/api/v1/tasks/sentiment/leaderboard/download?format=json")
+    assert [m["name"] for m in download.get_json()["models"]] == ["model-b", "model-a"]
     listed = world.client().get("/api/v1/tasks/sentiment/views").get_json()["views"]
     assert [v["default"] for v in listed] == [True]
 
@@ -167,11 +169,11 @@ def test_only_the_task_owner_or_an_admin_sets_the_default(world: World) -> None:
 
 # -- snapshots -------------------------------------------------------------------------------
 def test_a_snapshot_is_the_leaderboard_then_and_never_changes(world: World) -> None:
-    board = world.client().get("/api/v1/tasks/sentiment/leaderboard").get_json()
+    board = world.client().get("/api/v1/tasks/sentiment/leaderboard?limit=10000").get_json()
     created = world.client("alice").post("/api/v1/tasks/sentiment/snapshots", json={})
     assert created.status_code == 201, created.get_json()
     snapshot = created.get_json()
-    assert snapshot["leaderboard"] == board  # exactly the leaderboard JSON at that moment
+    assert {**snapshot["leaderboard"], "limit": 10000} == board  # the whole board then
     assert snapshot["weights"] == board["weights"]
     assert snapshot["dataset_hashes"] == world.service.dataset_hashes("sentiment")
     assert snapshot["code_version"] and snapshot["created_at"] == "2026-01-01T00:00:00Z"
@@ -231,4 +233,6 @@ def test_the_default_views_round_weights_apply_when_no_weights_are_given(world: 
     assert _order(world.client(), "?weights=performance:4") == ["model-a", "model-b"]
     snapshot = world.client("alice").post("/api/v1/tasks/sentiment/snapshots", json={})
     assert snapshot.get_json()["round_weights"]["r1"] == 0
-    assert snapshot.get_json()["leaderboard"] == board
+    frozen = snapshot.get_json()["leaderboard"]
+    assert frozen["limit"] is None and board["limit"] == 100  # a snapshot holds every model
+    assert {**frozen, "limit": 100} == board

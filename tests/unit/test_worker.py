@@ -33,7 +33,7 @@ from store.db import Database
 from store.jobs import JobStore
 from store.models import AttemptRow, JobRow, ScoreRow
 from store.queries import Queries
-from worker.worker import Worker
+from worker.worker import RuntimeFactory, Worker
 
 FAKE = {"kind": "process", "command": ["fake"], "protocol": "v1"}
 BOUND_S = 60.0  # upper bound on any wait in this file (never a speed assertion)
@@ -115,11 +115,10 @@ class FakeRuntime(Runtime):
         self.stopped = True
 
 
-Factory = Callable[[dict, TaskSpec, BlobStore, str], Runtime]
-
-
-def factory_of(make_model: Callable[[dict], FakeModel], runtimes: list[FakeRuntime]) -> Factory:
-    def factory(spec: dict, task: TaskSpec, blobs: BlobStore, owner: str) -> Runtime:
+def factory_of(
+    make_model: Callable[[dict], FakeModel], runtimes: list[FakeRuntime]
+) -> RuntimeFactory:
+    def factory(spec: dict, task: TaskSpec, blobs: BlobStore, owner: str, *, lease: str) -> Runtime:
         runtime = FakeRuntime(make_model(spec))
         runtimes.append(runtime)
         return runtime
@@ -155,7 +154,7 @@ class Env:
     tasks: dict[str, TaskSpec]
     clock: ManualClock
 
-    def worker(self, factory: Factory | None = None, **options: Any) -> Worker:
+    def worker(self, factory: RuntimeFactory | None = None, **options: Any) -> Worker:
         options.setdefault("heartbeat_s", 0.05)
         options.setdefault("poll_s", 0.05)
         return Worker(self.store, self.blobs, self.tasks, runtime_factory=factory, **options)
@@ -230,7 +229,7 @@ def test_model_error_reply_fails_the_job_with_a_code(env: Env) -> None:
 
 
 def test_runtime_factory_raising_ends_failed_with_a_reason(env: Env) -> None:
-    def broken(spec: dict, task: TaskSpec, blobs: BlobStore, owner: str) -> Runtime:
+    def broken(spec: dict, task: TaskSpec, blobs: BlobStore, owner: str, *, lease: str) -> Runtime:
         raise RuntimeError("docker engine unreachable")
 
     job_id = env.store.submit("sentiment", "m", FAKE, max_attempts=1)[1]
@@ -244,7 +243,7 @@ def test_runtime_factory_raising_ends_failed_with_a_reason(env: Env) -> None:
 def test_platform_fault_in_the_factory_is_retried_not_stuck(env: Env) -> None:
     calls: list[int] = []
 
-    def flaky(spec: dict, task: TaskSpec, blobs: BlobStore, owner: str) -> Runtime:
+    def flaky(spec: dict, task: TaskSpec, blobs: BlobStore, owner: str, *, lease: str) -> Runtime:
         calls.append(1)
         if len(calls) == 1:
             raise OSError("no space left on the worker")
@@ -263,7 +262,9 @@ def test_platform_fault_in_the_factory_is_retried_not_stuck(env: Env) -> None:
 
 
 def test_user_caused_factory_error_is_final(env: Env) -> None:
-    def unloadable(spec: dict, task: TaskSpec, blobs: BlobStore, owner: str) -> Runtime:
+    def unloadable(
+        spec: dict, task: TaskSpec, blobs: BlobStore, owner: str, *, lease: str
+    ) -> Runtime:
         raise EvaluationError(FailureCode.IMAGE_NOT_LOADABLE, "not a docker save tarball", "tail")
 
     job_id = env.store.submit("sentiment", "m", FAKE)[1]
@@ -430,7 +431,8 @@ def test_a_worker_that_lost_its_lease_stops_the_job_and_records_nothing(
     try:
         wait_for(lambda: "round r1" in env.job(job_id).stage, "the job to run")
         with env.db.session() as session, session.begin():  # the other worker's claim
-            session.execute(update(JobRow).where(JobRow.id == job_id).values(lease_owner="other"))
+            taken = {"lease_owner": "other", "lease_token": "other-claim"}
+            session.execute(update(JobRow).where(JobRow.id == job_id).values(**taken))
         # The worker flags the loss before it logs it, so once the line is there the run
         # stops at its next step whatever the threads' timing (the gate opens only now).
         wait_for(lambda: "lost the lease" in caplog.text, "the heartbeat to notice")

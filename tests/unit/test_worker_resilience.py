@@ -57,9 +57,10 @@ class FlakyStore:
 
 
 def failing_worker(store, tmp_path: Path) -> Worker:  # type: ignore[no-untyped-def]
-    worker = Worker(store, LocalBlobStore(tmp_path / "blobs"), {}, worker_id="w1")
-    worker._stopping.wait = lambda seconds: False  # type: ignore[method-assign]  # no real back-off
-    return worker
+    # No real back-off: the clock stands still, so the time waited bounds the retries.
+    return Worker(
+        store, LocalBlobStore(tmp_path / "blobs"), {}, worker_id="w1", pause=lambda seconds: None
+    )
 
 
 def crash_result() -> EvaluationResult:

@@ -109,8 +109,13 @@
       return { model: m, index: i, dynascore: score, units: units };
     });
     var rounded = scored.map(function (s) { return roundHalfEven(s.dynascore, RANK_DECIMALS); });
+    // rank = 1 + how many rounded scores are strictly greater: the first position of the
+    // value in the scores sorted high to low (NaN is greater than nothing: rank 1).
+    var desc = rounded.filter(function (r) { return !isNaN(r); }).sort(function (a, b) { return b - a; });
+    var greater = new Map();
+    desc.forEach(function (r, k) { if (!greater.has(r)) greater.set(r, k); });
     scored.forEach(function (s, i) {
-      s.rank = 1 + rounded.filter(function (r) { return r > rounded[i]; }).length;
+      s.rank = 1 + (isNaN(rounded[i]) ? 0 : greater.get(rounded[i]));
     });
     scored.sort(function (a, b) {
       if (a.dynascore !== b.dynascore) return b.dynascore - a.dynascore;

@@ -12,10 +12,14 @@
   var base = location.pathname;
 
   function $(id) { return document.getElementById(id); }
+  // One formatter per number of digits: Number#toLocaleString builds a new one per call
+  // (the same output, a thousand times slower on a big table).
+  var formats = {};
   function fmt(v, digits) {
     if (typeof v !== "number" || !isFinite(v)) return "—";
     if (Math.abs(v) >= 1e6) digits = 0;
-    return v.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+    var f = formats[digits] || (formats[digits] = new Intl.NumberFormat("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits }));
+    return f.format(v);
   }
   function num(v) { return String(+v); }
   function weightsText(w, names) { return names.map(function (n) { return n + ":" + num(w[n]); }).join(","); }
@@ -80,12 +84,12 @@
     } else if (state.dir < 0) entries.reverse();
     var counts = {};
     result.models.forEach(function (e) { counts[e.rank] = (counts[e.rank] || 0) + 1; });
-    $("leaderboard").tBodies[0].innerHTML = entries.map(function (e) { return row(e, result, counts[e.rank] > 1); }).join("");
-    $("units").tBodies[0].innerHTML = result.models.map(function (e) {
-      return '<tr data-model-id="' + esc(e.model.model_id) + '"><th scope="row">' + esc(e.model.name) + "</th>" + AXES.map(function (a) {
+    patchRows($("leaderboard").tBodies[0], tableRows, entries.map(function (e) { return row(e, result, counts[e.rank] > 1, q); }));
+    patchRows($("units").tBodies[0], unitRows, result.models.map(function (e) {
+      return { id: e.model.model_id, attrs: [], cells: ['<th scope="row">' + esc(e.model.name) + "</th>"].concat(AXES.map(function (a) {
         return '<td class="n">' + (a in result.shares && e.units[a] != null ? fmt(result.shares[a] * e.units[a], 2) : "—") + "</td>";
-      }).join("") + "</tr>";
-    }).join("");
+      })) };
+    }));
     var foot = $("units").tFoot.rows[0].cells;
     AXES.forEach(function (a, i) { foot[i + 1].textContent = fmt(result.amrs[a], 4); });
     $("unranked").innerHTML = result.unranked.map(function (u) {
@@ -107,25 +111,81 @@
     return m.page ? '<a href="/models/' + encodeURIComponent(m.model_id) + '">' + esc(m.name) + "</a>" : esc(m.name);
   }
 
-  function row(e, result, tied) {
+  function row(e, result, tied, q) {
     var m = e.model;
-    var cells = '<td class="n rank">' + e.rank + (tied ? '<span class="tie" title="tied">=</span>' : "") + "</td>";
-    cells += '<th scope="row">' + modelLink(m) + "</th>";
-    cells += '<td class="n score">' + (result.defined ? fmt(e.dynascore, 2) : '<span class="undef" title="undefined">—</span>') + "</td>";
-    cells += '<td class="n">' + fmt(m.performance, 1) + ci(m.performance_ci) + "</td>";
-    cells += '<td class="n">' + fmt(m.throughput, 0) + "</td>";
-    cells += '<td class="n" title="peak ' + fmt(m.memory_peak, 3) + ' GiB">' + fmt(m.memory, 3) + "</td>";
-    cells += '<td class="n">' + fmt(m.robustness, 1) + "</td>";
-    cells += '<td class="n">' + fmt(m.fairness, 1) + "</td>";
+    var cells = ['<td class="n rank">' + e.rank + (tied ? '<span class="tie" title="tied">=</span>' : "") + "</td>"];
+    cells.push('<th scope="row">' + modelLink(m) + "</th>");
+    cells.push('<td class="n score">' + (result.defined ? fmt(e.dynascore, 2) : '<span class="undef" title="undefined">—</span>') + "</td>");
+    cells.push('<td class="n">' + fmt(m.performance, 1) + ci(m.performance_ci) + "</td>");
+    cells.push('<td class="n">' + fmt(m.throughput, 0) + "</td>");
+    cells.push('<td class="n" title="peak ' + fmt(m.memory_peak, 3) + ' GiB">' + fmt(m.memory, 3) + "</td>");
+    cells.push('<td class="n">' + fmt(m.robustness, 1) + "</td>");
+    cells.push('<td class="n">' + fmt(m.fairness, 1) + "</td>");
     data.rounds.forEach(function (r) {
       var found = (m.rounds || []).filter(function (x) { return x.round === r; })[0];
-      cells += '<td class="n">' + (found ? fmt(found.performance, 1) + ci(found.performance_ci) : '<span class="missing">not scored</span>') + "</td>";
+      cells.push('<td class="n">' + (found ? fmt(found.performance, 1) + ci(found.performance_ci) : '<span class="missing">not scored</span>') + "</td>");
     });
     // The API's 95 % tie groups are known for the weights the server rendered only.
-    var tie = query() === data.ties_for && data.ties && data.ties[m.model_id];
-    cells += "<td>" + (m.not_scored_on.length ? '<span class="partial">partial: not scored on ' + esc(m.not_scored_on.join(", ")) + "</span>" : "complete") +
-      (tie ? '<div class="stat-tie">' + esc(tie) + "</div>" : "") + "</td>";
-    return '<tr data-model-id="' + esc(m.model_id) + '" data-rank="' + e.rank + '" data-dynascore="' + e.dynascore + '">' + cells + "</tr>";
+    var tie = q === data.ties_for && data.ties && data.ties[m.model_id];
+    cells.push("<td>" + (m.not_scored_on.length ? '<span class="partial">partial: not scored on ' + esc(m.not_scored_on.join(", ")) + "</span>" : "complete") +
+      (tie ? '<div class="stat-tie">' + esc(tie) + "</div>" : "") + "</td>");
+    return { id: m.model_id, attrs: [["data-rank", String(e.rank)], ["data-dynascore", String(e.dynascore)]], cells: cells };
+  }
+
+  // Table rows kept by model id between renders: a re-rank moves them into the new order and
+  // re-parses only the cells whose markup changed (the rank and the score, mostly), so the
+  // body ends up exactly as if it had been rebuilt from the same markup, without re-creating
+  // a thousand rows. rows: [{id, attrs: [[name, value]], cells: [cell markup]}].
+  var tableRows = new Map(), unitRows = new Map();
+  var parser = document.createElement("template");
+  function parseRows(html) {
+    parser.innerHTML = html;
+    var parsed = Array.prototype.slice.call(parser.content.children);
+    parser.innerHTML = "";
+    return parsed;
+  }
+  function rowMarkup(r) {
+    return '<tr data-model-id="' + esc(r.id) + '"' + r.attrs.map(function (a) { return " " + a[0] + '="' + esc(a[1]) + '"'; }).join("") + ">" + r.cells.join("") + "</tr>";
+  }
+  function patchRows(tbody, cache, rows) {
+    var fresh = [], patches = [], patched = [];
+    rows.forEach(function (r) {
+      var kept = cache.get(r.id);
+      if (!kept || kept.tr.parentNode !== tbody || kept.cells.length !== r.cells.length) { fresh.push(r); return; }
+      var changed = [];
+      r.cells.forEach(function (c, i) { if (c !== kept.cells[i]) changed.push(i); });
+      if (changed.length) {
+        patches.push("<tr>" + changed.map(function (i) { return r.cells[i]; }).join("") + "</tr>");
+        patched.push({ kept: kept, changed: changed, row: r });
+      }
+      r.attrs.forEach(function (a) { if (kept.tr.getAttribute(a[0]) !== a[1]) kept.tr.setAttribute(a[0], a[1]); });
+    });
+    if (fresh.length) {
+      parseRows(fresh.map(rowMarkup).join("")).forEach(function (tr, k) {
+        cache.set(fresh[k].id, { tr: tr, cells: fresh[k].cells.slice() });
+      });
+    }
+    if (patches.length) {
+      parseRows(patches.join("")).forEach(function (tr, k) {
+        var p = patched[k], cells = p.kept.tr.cells, parsed = Array.prototype.slice.call(tr.cells);
+        p.changed.forEach(function (i, j) {
+          p.kept.tr.replaceChild(parsed[j], cells[i]);
+          p.kept.cells[i] = p.row.cells[i];
+        });
+      });
+    }
+    var order = rows.map(function (r) { return cache.get(r.id).tr; });
+    var current = tbody.rows, same = current.length === order.length;
+    for (var i = 0; same && i < order.length; i++) same = current[i] === order[i];
+    if (!same) {
+      var fragment = document.createDocumentFragment();
+      order.forEach(function (tr) { fragment.appendChild(tr); });
+      tbody.replaceChildren(fragment);
+    }
+    if (cache.size > rows.length * 2) {  // forget rows no longer shown
+      var shown = new Set(rows.map(function (r) { return r.id; }));
+      cache.forEach(function (_, id) { if (!shown.has(id)) cache.delete(id); });
+    }
   }
 
   function drawPlots(result) {

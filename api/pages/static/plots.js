@@ -74,8 +74,32 @@
   }
 
   // points: [{id, name, x, y, color}]; xBetter: +1 when more x is better, -1 when less.
+  // What a plot was drawn from, by model id: when a re-rank only changes the order of the
+  // same points, the drawing is the same but for the order (the stacking) of its marks.
+  function signature(items, describe) {
+    var sig = new Map();
+    items.forEach(function (it) { sig.set(it.id, describe(it)); });
+    return sig;
+  }
+  function sameSignature(state, container, sig, extra) {
+    if (!state || state.extra !== extra || state.sig.size !== sig.size || state.svg.parentNode !== container) return false;
+    var same = true;
+    sig.forEach(function (v, id) { if (same && state.sig.get(id) !== v) same = false; });
+    return same;
+  }
+  var scatterState = new WeakMap(), roundsState = new WeakMap();
+
   function scatter(container, points, options) {
     var W = WIDTH;
+    var sig = signature(points, function (p) { return [p.x, p.y, p.color, p.name].join("\u0000"); });
+    var extra = [options.xLabel, options.yLabel, options.xBetter].join("\u0000");
+    var state = scatterState.get(container);
+    if (points.length && sig.size === points.length && sameSignature(state, container, sig, extra)) {
+      dropLegend(container);
+      points.forEach(function (p) { state.svg.appendChild(state.marks.get(p.id)); });  // the circles come last
+      return;
+    }
+    scatterState.delete(container);
     var svg = frame(container, options.xLabel, options.yLabel, W);
     if (!points.length) { text(svg, W / 2, H / 2, "no ranked model", { "text-anchor": "middle" }); return; }
     var xs = points.map(function (p) { return p.x; }), ys = points.map(function (p) { return p.y; });
@@ -97,19 +121,46 @@
     var path = front.slice().sort(function (a, b) { return a.x - b.x; })
       .map(function (p) { return sx(p.x).toFixed(1) + "," + sy(p.y).toFixed(1); }).join(" ");
     if (front.length > 1) el("polyline", { class: "front", points: path }, svg);
+    var marks = new Map(), onFront = new Set(front);
     points.forEach(function (p) {
-      var on = front.indexOf(p) >= 0;
+      var on = onFront.has(p);
       var c = el("circle", {
         class: "point" + (on ? " on-front" : ""), "data-model-id": p.id, cx: sx(p.x), cy: sy(p.y), r: 6,
         fill: on ? p.color : "#fff", stroke: p.color, "stroke-width": 2.5
       }, svg);
       el("title", {}, c).textContent = p.name + ": " + options.yLabel + " " + p.y.toFixed(1) + ", " + options.xLabel + " " + label(p.x) + (on ? " (Pareto front)" : "");
+      marks.set(p.id, c);
     });
+    if (sig.size === points.length) scatterState.set(container, { sig: sig, extra: extra, svg: svg, marks: marks });
   }
 
   // series: [{id, name, color, values: {round: {y, lo, hi}}}]
   function rounds(container, series, roundNames) {
     var W = Math.max(WIDTH, Math.min(1000, 140 * roundNames.length + 40 * series.length * roundNames.length));
+    var sig = signature(series, function (s) {
+      return JSON.stringify([s.name, s.color, roundNames.map(function (r) { return s.values[r] || null; })]);
+    });
+    var extra = JSON.stringify(roundNames);
+    var state = roundsState.get(container);
+    if (series.length > 1 && sig.size === series.length && sameSignature(state, container, sig, extra)) {
+      // the same series in another order: only each series' offset in its band moves
+      dropLegend(container);
+      series.forEach(function (s, k) {
+        var offset = (k / (series.length - 1) - 0.5) * state.band * 0.6;
+        state.marks.get(s.id).forEach(function (m) {
+          var x = M.left + state.band * (m.i + 0.5) + offset;
+          if (m.interval) {
+            m.interval.setAttribute("x1", x); m.interval.setAttribute("x2", x);
+            m.lo.setAttribute("x1", x - 4); m.lo.setAttribute("x2", x + 4);
+            m.hi.setAttribute("x1", x - 4); m.hi.setAttribute("x2", x + 4);
+          }
+          m.circle.setAttribute("cx", x);
+        });
+        state.svg.appendChild(state.groups.get(s.id));  // the series come last
+      });
+      return;
+    }
+    roundsState.delete(container);
     var svg = frame(container, "round", "performance", W);
     var all = [];
     series.forEach(function (s) { roundNames.forEach(function (r) { var v = s.values[r]; if (v) all.push(v.lo != null ? v.lo : v.y, v.hi != null ? v.hi : v.y); }); });
@@ -119,22 +170,34 @@
     var band = (W - M.left - M.right) / roundNames.length;
     yAxis(svg, yr[0], yr[1], sy, W);
     roundNames.forEach(function (r, i) { text(svg, M.left + band * (i + 0.5), H - M.bottom + 15, r, { "text-anchor": "middle" }); });
+    var groups = new Map(), marks = new Map();
     series.forEach(function (s, k) {
       var g = el("g", { class: "series", "data-model-id": s.id }, svg);
       var offset = series.length > 1 ? (k / (series.length - 1) - 0.5) * band * 0.6 : 0;
+      var kept = [];
       roundNames.forEach(function (r, i) {
         var v = s.values[r];
         if (!v) return;
-        var x = M.left + band * (i + 0.5) + offset;
+        var x = M.left + band * (i + 0.5) + offset, m = { i: i };
         if (v.lo != null && v.hi != null) {
-          el("line", { class: "interval", x1: x, x2: x, y1: sy(v.lo), y2: sy(v.hi), stroke: s.color, "stroke-width": 2 }, g);
-          el("line", { x1: x - 4, x2: x + 4, y1: sy(v.lo), y2: sy(v.lo), stroke: s.color, "stroke-width": 2 }, g);
-          el("line", { x1: x - 4, x2: x + 4, y1: sy(v.hi), y2: sy(v.hi), stroke: s.color, "stroke-width": 2 }, g);
+          m.interval = el("line", { class: "interval", x1: x, x2: x, y1: sy(v.lo), y2: sy(v.hi), stroke: s.color, "stroke-width": 2 }, g);
+          m.lo = el("line", { x1: x - 4, x2: x + 4, y1: sy(v.lo), y2: sy(v.lo), stroke: s.color, "stroke-width": 2 }, g);
+          m.hi = el("line", { x1: x - 4, x2: x + 4, y1: sy(v.hi), y2: sy(v.hi), stroke: s.color, "stroke-width": 2 }, g);
         }
-        var c = el("circle", { class: "point", "data-model-id": s.id, "data-round": r, cx: x, cy: sy(v.y), r: 5, fill: s.color }, g);
+        var c = m.circle = el("circle", { class: "point", "data-model-id": s.id, "data-round": r, cx: x, cy: sy(v.y), r: 5, fill: s.color }, g);
         el("title", {}, c).textContent = s.name + ", " + r + ": " + v.y.toFixed(1) + (v.lo != null ? " (95 % interval " + v.lo.toFixed(1) + "–" + v.hi.toFixed(1) + ")" : "");
+        kept.push(m);
       });
+      groups.set(s.id, g);
+      marks.set(s.id, kept);
     });
+    if (sig.size === series.length) roundsState.set(container, { sig: sig, extra: extra, svg: svg, band: band, groups: groups, marks: marks });
+  }
+
+  // The legend is drawn after the plot: a plot kept from the last draw drops its old one.
+  function dropLegend(container) {
+    var last = container.lastElementChild;
+    if (last && last.classList.contains("legend")) container.removeChild(last);
   }
 
   function legend(container, items) {

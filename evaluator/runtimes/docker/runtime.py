@@ -5,8 +5,12 @@ Per run: an internal network, a guard container owning a locked network namespac
 CPU and pids limits, a read-only root with a size-capped ``/tmp`` tmpfs, uid/gid 10001
 whatever the image says (images built to run as root run as 10001 too), no capabilities,
 no-new-privileges, and a size-capped json-file log. The evaluator reaches the model at the
-guard's IP on the internal network; nothing is published on the host. ``stop()`` removes
-both containers and the network, always; a hard-stop timer does it if nobody calls ``stop()``.
+guard's IP on the internal network (an evaluator that runs in a container joins that
+network for the run, see ``self_container``); nothing is published on the host. ``stop()``
+removes both containers and the network, always; a hard-stop timer does it if nobody calls
+``stop()``, and if the whole process dies the guard ends after ``guard_lifetime_s`` and takes
+the model with it (they share a PID namespace); the ``reaper`` removes what stopped.
+Every object carries the job lease it belongs to (``lease``), for the reaper.
 With ``remove_image_on_stop`` it then removes the image too (one the job itself loaded or
 pulled), unless another tag or a container still uses it.
 
@@ -30,7 +34,7 @@ from docker.types import Ulimit
 from configs.schema import Limits
 from configs.vocabulary.failures import FailureCode
 from evaluator.errors import EvaluationError
-from evaluator.runtimes.docker import exits, sandbox
+from evaluator.runtimes.docker import exits, objects, sandbox, self_container
 from evaluator.runtimes.docker.cgroups import ContainerCgroup, ResourceMeter, memory_limit_bytes
 from evaluator.runtimes.docker.engine_faults import classify
 from evaluator.runtimes.docker.images import ImageRef, check_size, image_ref, release
@@ -44,6 +48,9 @@ class DockerRuntime(Runtime):
 
     ``remove_image_on_stop``: after the run, remove the image and ``own_tags`` (the tags the
     job's own load created); only for images that were not in the engine before the job.
+    ``lease``: the job lease owning this run (labelled on every object, see ``reaper``).
+    ``guard_lifetime_s``: when the sandbox ends by itself (default: the hard-stop timeout
+    plus a margin, so a live owner always stops it first).
     """
 
     kind = "docker"
@@ -61,6 +68,8 @@ class DockerRuntime(Runtime):
         hard_timeout_s: float | None = None,
         remove_image_on_stop: bool = False,
         own_tags: Iterable[str] = (),
+        lease: str | None = None,
+        guard_lifetime_s: float | None = None,
     ) -> None:
         self.image = image
         self.limits = limits
@@ -71,12 +80,15 @@ class DockerRuntime(Runtime):
         self.env = dict(env or {})
         self.guard_image = guard_image
         self.hard_timeout_s = hard_timeout_s or limits.startup_s + limits.total_s + 60.0
+        self.guard_lifetime_s = guard_lifetime_s or self.hard_timeout_s + sandbox.GUARD_MARGIN_S
+        self.lease = lease
         self.run_id = sandbox.new_run_id()
         self.ref: ImageRef | None = None
         self.network_id: str | None = None
         self.guard_id: str | None = None
         self.container_id: str | None = None
         self.host: str | None = None
+        self.joined_id: str | None = None  # our own container, joined to the run's network
         self._lock = threading.RLock()
         self._hard_stop_timer: threading.Timer | None = None
         self._final_logs: str | None = None
@@ -100,10 +112,17 @@ class DockerRuntime(Runtime):
                 network = self._network()
                 self.network_id = network.id
                 guard = sandbox.start_guard(
-                    self.client, network.name, self.owner, self.run_id, self.guard_image
+                    self.client,
+                    network.name,
+                    self.owner,
+                    self.run_id,
+                    self.guard_image,
+                    lifetime_s=self.guard_lifetime_s,
+                    lease=self.lease,
                 )
                 self.guard_id = guard.id
                 self.host = sandbox.guard_ip(guard, network.name)
+                self.joined_id = self_container.attach(self.client, network.id)
                 container = self.client.containers.run(self.ref.image_id, **self._run_kwargs())
                 self.container_id = container.id
             except EvaluationError:
@@ -128,7 +147,7 @@ class DockerRuntime(Runtime):
     def _network(self) -> Network:
         """The run's internal network; failing to make one is the platform's fault."""
         try:
-            return sandbox.create_network(self.client, self.owner, self.run_id)
+            return sandbox.create_network(self.client, self.owner, self.run_id, self.lease)
         except (APIError, DockerException) as exc:
             raise EvaluationError(
                 FailureCode.PLATFORM_ERROR, f"could not create the run's network: {exc}"
@@ -142,6 +161,8 @@ class DockerRuntime(Runtime):
             "name": f"dynaeval-{self.run_id}-model",
             "detach": True,
             "network_mode": f"container:{self.guard_id}",
+            # The guard is PID 1 of the model's PID namespace: when it ends, the model ends.
+            "pid_mode": f"container:{self.guard_id}",
             "user": sandbox.SANDBOX_USER,
             "environment": {
                 **self.env,
@@ -160,7 +181,7 @@ class DockerRuntime(Runtime):
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
             "ulimits": [Ulimit(name="core", soft=0, hard=0)],
-            "labels": sandbox.labels(self.owner, self.run_id, "model"),
+            "labels": sandbox.labels(self.owner, self.run_id, "model", self.lease),
             "log_config": {
                 "type": "json-file",
                 "config": {"max-size": str(log_size), "max-file": "2"},
@@ -190,9 +211,10 @@ class DockerRuntime(Runtime):
                     self._final_logs = self._read_logs(self.limits.max_log_bytes)
             errors: list[str] = []
             for remove, attr in (
-                (sandbox.remove_container, "container_id"),
-                (sandbox.remove_container, "guard_id"),
-                (sandbox.remove_network, "network_id"),
+                (objects.remove_container, "container_id"),
+                (objects.remove_container, "guard_id"),
+                (self._detach, "joined_id"),
+                (objects.remove_network, "network_id"),
             ):
                 try:
                     remove(self.client, getattr(self, attr))
@@ -204,6 +226,9 @@ class DockerRuntime(Runtime):
             if self.remove_image_on_stop and self.image_removed is None:
                 image_id = self.ref.image_id if self.ref else self.image
                 self.image_removed = release(image_id, self.own_tags, self.client)
+
+    def _detach(self, client: docker.DockerClient, joined_id: str | None) -> None:
+        self_container.detach(client, joined_id, self.network_id)
 
     # -- state ------------------------------------------------------------------------------
     def _state(self) -> dict[str, Any] | None:

@@ -12,10 +12,21 @@ Kubernetes pause container:
    iptables / ip6tables rules in its own namespace: OUTPUT is dropped except loopback and
    replies on connections someone else opened (conntrack ESTABLISHED/RELATED); 127.0.0.11
    (embedded DNS) is dropped too;
-2. it then drops to uid 10001 with no capabilities and sleeps;
+2. it then drops to uid 10002 with no capabilities and becomes a tiny init (PID 1) that
+   reaps orphans and exits after a bounded lifetime;
 3. only then is the model started with ``network_mode=container:<guard>``, so it never
    runs a single instruction before the rules are in place, and it has no
    CAP_NET_ADMIN to undo them.
+
+Why a bounded lifetime. A worker that is killed (SIGKILL, OOM, host reboot of the worker's
+container) cannot remove its sandbox, so the guard ends by itself after the run's whole
+budget plus a margin. The model is started with ``pid_mode=container:<guard>``: the guard
+is PID 1 of the shared PID namespace, and when PID 1 exits the kernel kills every process
+in the namespace, so the model ends with it. The guard runs as a different uid than the
+model (10002 vs 10001) so that the model, which can see it in ``/proc``, can neither
+signal nor ptrace it (the kernel also ignores signals to a namespace's init from inside
+unless it installed a handler). The stopped containers left behind are removed by any
+live worker's ``reaper``.
 
 The evaluator (on the host) connects to the guard's IP on the internal network: the SYN
 comes in, the replies leave as ESTABLISHED. The model cannot open any connection at all.
@@ -25,29 +36,48 @@ bind port 80 (Dynalab 2.0 images listen there).
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import uuid
 
 import docker
-from docker.errors import APIError, DockerException, NotFound
+from docker.errors import APIError, DockerException
 from docker.models.containers import Container
 from docker.models.networks import Network
 
 from configs.vocabulary.failures import FailureCode
 from evaluator.errors import EvaluationError
+from evaluator.runtimes.docker import objects
 
 MANAGED = "dynaeval.managed"
 OWNER = "dynaeval.owner"
 RUN = "dynaeval.run"
 ROLE = "dynaeval.role"
+LEASE = "dynaeval.lease"  # the job lease (claim token) a run belongs to, if any
 GUARD_IMAGE = "dynaeval/python-base:latest"
 READY_LINE = "dynaeval-guard-ready"
 SANDBOX_UID = 10001
 SANDBOX_USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
+GUARD_UID = 10002  # not the model's uid: the model must not be able to signal or ptrace it
+GUARD_MARGIN_S = 30.0  # the guard outlives the runtime's hard-stop timer by this much
 
-# Runs as root with NET_ADMIN (+ SETUID/SETGID/SETPCAP to drop them), then sleeps capless.
+# The guard's PID 1 after it dropped privileges: reap orphans of the shared PID namespace
+# (they are reparented here) until the lifetime ($1 of the shell script) is over.
+_GUARD_INIT = """import os, signal, sys, time
+end = time.monotonic() + float(sys.argv[1])
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+while (left := end - time.monotonic()) > 0:
+    signal.sigtimedwait({signal.SIGCHLD}, left)
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+"""
+
+# Runs as root with NET_ADMIN (+ SETUID/SETGID/SETPCAP to drop them), then runs the init
+# capless. Arguments: $1 the lifetime in seconds, $2 the init's source.
 _GUARD_SCRIPT = f"""set -eu
 ip route del default 2>/dev/null || true
 ip -6 route del default 2>/dev/null || true
@@ -66,8 +96,8 @@ if ! rules ip6tables 2>/dev/null; then
   fi
 fi
 echo {READY_LINE}
-exec setpriv --reuid={SANDBOX_UID} --regid={SANDBOX_UID} --clear-groups \\
-  --inh-caps=-all --bounding-set=-all sleep infinity
+exec setpriv --reuid={GUARD_UID} --regid={GUARD_UID} --clear-groups \\
+  --inh-caps=-all --bounding-set=-all python3 -I -S -c "$2" "$1"
 """
 
 
@@ -76,19 +106,25 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def labels(owner: str, run_id: str, role: str) -> dict[str, str]:
-    """Labels on every object a run creates (``cleanup_leftovers`` finds them by owner)."""
-    return {MANAGED: "1", OWNER: owner, RUN: run_id, ROLE: role}
+def labels(owner: str, run_id: str, role: str, lease: str | None = None) -> dict[str, str]:
+    """Labels on every object a run creates (``cleanup_leftovers`` finds them by owner, the
+    ``reaper`` by lease)."""
+    found = {MANAGED: "1", OWNER: owner, RUN: run_id, ROLE: role}
+    if lease is not None:
+        found[LEASE] = lease
+    return found
 
 
-def create_network(client: docker.DockerClient, owner: str, run_id: str) -> Network:
+def create_network(
+    client: docker.DockerClient, owner: str, run_id: str, lease: str | None = None
+) -> Network:
     """An internal bridge network for one run (no outside route, no published ports)."""
     return client.networks.create(
         f"dynaeval-{run_id}",
         driver="bridge",
         internal=True,
         check_duplicate=True,
-        labels=labels(owner, run_id, "network"),
+        labels=labels(owner, run_id, "network", lease),
     )
 
 
@@ -123,12 +159,16 @@ def start_guard(
     run_id: str,
     image: str = GUARD_IMAGE,
     timeout_s: float = 20.0,
+    *,
+    lifetime_s: float,
+    lease: str | None = None,
 ) -> Container:
-    """Start the namespace-owning guard and wait until its rules are in place."""
+    """Start the namespace-owning guard, which exits after ``lifetime_s``, and wait until
+    its rules are in place."""
     try:
         guard = client.containers.run(
             pinned_image(client, image),
-            ["/bin/sh", "-c", _GUARD_SCRIPT],
+            ["/bin/sh", "-c", _GUARD_SCRIPT, "guard", str(float(lifetime_s)), _GUARD_INIT],
             name=f"dynaeval-{run_id}-guard",
             detach=True,
             network=network_name,
@@ -141,7 +181,7 @@ def start_guard(
             memswap_limit="64m",
             pids_limit=16,
             sysctls={"net.ipv4.ip_unprivileged_port_start": "0"},
-            labels=labels(owner, run_id, "guard"),
+            labels=labels(owner, run_id, "guard", lease),
             log_config={"type": "json-file", "config": {"max-size": "64k", "max-file": "1"}},
             entrypoint=[],
         )
@@ -174,47 +214,21 @@ def guard_ip(guard: Container, network_name: str) -> str:
     return address
 
 
-def remove_container(client: docker.DockerClient, container_id: str | None) -> None:
-    """Force-remove a container (and its anonymous volumes); absent is fine."""
-    if not container_id:
-        return
-    with contextlib.suppress(NotFound):
-        client.api.remove_container(container_id, force=True, v=True)
-
-
-def remove_network(client: docker.DockerClient, network_id: str | None) -> None:
-    """Remove a network; absent is fine. Retries briefly while endpoints detach."""
-    if not network_id:
-        return
-    for attempt in range(20):
-        try:
-            client.api.remove_network(network_id)
-            return
-        except NotFound:
-            return
-        except APIError:
-            if attempt == 19:
-                raise
-            time.sleep(0.1)
-
-
 def cleanup_leftovers(owner: str, client: docker.DockerClient | None = None) -> int:
-    """Remove every container, network and volume labelled for ``owner``; returns the count.
+    """Remove every container, network and volume labelled for ``owner``; returns how many
+    this call removed (objects others remove meanwhile are fine).
 
     A worker calls this on start: whatever a crashed predecessor with the same id left
     behind goes away.
     """
     client = client or docker.from_env()
-    selector = {"label": [f"{MANAGED}=1", f"{OWNER}={owner}"]}
+    selector = [f"{MANAGED}=1", f"{OWNER}={owner}"]
     removed = 0
-    for container in client.containers.list(all=True, filters=selector):
-        remove_container(client, container.id)
-        removed += 1
-    for network in client.networks.list(filters=selector):
-        remove_network(client, network.id)
-        removed += 1
-    for volume in client.volumes.list(filters=selector):
-        with contextlib.suppress(NotFound):
-            volume.remove(force=True)
-            removed += 1
+    for container in objects.list_containers(client, selector):
+        removed += objects.remove_container(client, container["Id"])
+    for network in objects.list_networks(client, selector):
+        objects.evict_endpoints(client, network["Id"])
+        removed += objects.remove_network(client, network["Id"])
+    for volume in objects.list_volumes(client, selector):
+        removed += objects.remove_volume(client, volume["Name"])
     return removed

@@ -1,0 +1,47 @@
+"""``dynaeval rerun``: an operator evaluates a submission again, through the API or on the
+configured database. A failed job is retried in place (its attempts stay in its history and
+nothing is charged to the submitter); a finished one gets a new job."""
+
+from __future__ import annotations
+
+import argparse
+
+from client.common import CliError, open_service
+
+
+def cmd_rerun(args: argparse.Namespace) -> int:
+    if args.server:
+        from client.sdk import ApiClientError, DynaevalClient
+
+        try:
+            answer = DynaevalClient(args.server).rerun(args.model_id)
+        except ApiClientError as exc:
+            raise CliError(str(exc)) from None
+        job_id = answer["job_id"]
+    else:
+        job_id = _rerun_locally(args.model_id)
+    print(f"submission {args.model_id}: job {job_id} queued")
+    return 0
+
+
+def _rerun_locally(model_id: str) -> str:
+    """What ``POST /submissions/{id}/rerun`` does, as the operator of the database."""
+    from store.leases import NotRetryable
+
+    service = open_service()
+    try:
+        found = service.queries.submission(model_id)
+        if found is None:
+            raise CliError(f"no submission {model_id!r}")
+        job = found.get("job") or {}
+        if job.get("status") in ("queued", "running"):
+            raise CliError(f"submission {model_id!r} already has a job {job['status']}")
+        if job.get("status") == "failed":
+            try:
+                service.store.retry(job["id"])
+            except NotRetryable as exc:
+                raise CliError(str(exc)) from None
+            return str(job["id"])
+        return service.store.enqueue(model_id, stage="queued: rerun")
+    finally:
+        service.close()

@@ -1,0 +1,140 @@
+"""``GET /metrics``: scraped and parsed with prometheus_client's own parser, the values
+match a store seeded with known jobs; admins only; not in the OpenAPI document."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import update
+
+from api.app import create_app
+from api.service import Service
+from configs.vocabulary.clock import ManualClock
+from store.models import JobRow
+from store.stats import queue_stats
+from tests.unit.auth_helpers import issue_token, signed_in
+from tests.unit.test_api import DOCKER
+
+NOW = datetime(2026, 1, 1, 12, 0, 0)
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    svc = Service.open(tmp_path / "data", clock=ManualClock(NOW))
+    yield svc
+    svc.close()
+
+
+def job(service: Service, name: str, **fields: Any) -> str:
+    """A submission whose job row then gets ``fields``; its job id."""
+    model_id, job_id = service.store.submit("sentiment", name, DOCKER)
+    with service.db.session() as session, session.begin():
+        session.execute(update(JobRow).where(JobRow.model_id == model_id).values(**fields))
+    return str(job_id)
+
+
+def ago(seconds: float) -> datetime:
+    return NOW - timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def seeded(service: Service) -> Service:
+    """3 queued (one waiting out a back-off), 2 running on two workers, 2 done, 3 failed."""
+    job(service, "q1", status="queued", available_at=ago(120))
+    job(service, "q2", status="queued", available_at=ago(30))
+    job(service, "q3", status="queued", available_at=NOW + timedelta(seconds=600))
+    job(service, "r1", status="running", lease_owner="w-a", heartbeat_at=ago(2), started_at=ago(50))
+    job(service, "r2", status="running", lease_owner="w-b", heartbeat_at=None, started_at=ago(40))
+    job(service, "d1", status="done", started_at=ago(100), finished_at=ago(80))  # 20 s
+    job(service, "d2", status="done", started_at=ago(700), finished_at=ago(200))  # 500 s
+    for name, code in (("f1", "start_failed"), ("f2", "start_failed"), ("f3", "timeout")):
+        job(
+            service, name, status="failed", failure_code=code, started_at=ago(9), finished_at=ago(4)
+        )
+    return service
+
+
+def scrape(app: Flask, token: str) -> dict[str, dict[tuple, float]]:
+    """``{sample name: {sorted label items: value}}``, parsed by prometheus_client."""
+    response = signed_in(app.test_client(), token).get("/metrics")
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert response.content_type.startswith("text/plain")
+    samples: dict[str, dict[tuple, float]] = {}
+    for family in text_string_to_metric_families(response.get_data(as_text=True)):
+        for sample in family.samples:
+            samples.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return samples
+
+
+def test_the_metrics_match_the_seeded_store(seeded: Service) -> None:
+    samples = scrape(create_app(seeded), issue_token(seeded))
+    jobs = {dict(k)["status"]: v for k, v in samples["dynaeval_jobs"].items()}
+    assert jobs == {"queued": 3, "running": 2, "done": 2, "failed": 3}
+    failed = {dict(k)["code"]: v for k, v in samples["dynaeval_failed_jobs"].items()}
+    assert failed == {"start_failed": 2, "timeout": 1}
+    assert samples["dynaeval_queue_depth"][()] == 3
+    assert samples["dynaeval_queue_oldest_age_seconds"][()] == 120
+    beats = {
+        dict(k)["worker"]: v for k, v in samples["dynaeval_worker_heartbeat_age_seconds"].items()
+    }
+    assert beats == {"w-a": 2, "w-b": 40}  # no heartbeat yet: since the job started
+    buckets = samples["dynaeval_job_duration_seconds_bucket"]
+    assert buckets[(("le", "30.0"), ("status", "done"))] == 1
+    assert buckets[(("le", "600.0"), ("status", "done"))] == 2
+    assert buckets[(("le", "+Inf"), ("status", "done"))] == 2
+    assert buckets[(("le", "10.0"), ("status", "failed"))] == 3
+    gsum = {dict(k)["status"]: v for k, v in samples["dynaeval_job_duration_seconds_gsum"].items()}
+    assert gsum == {"done": 520, "failed": 15}
+    assert "process_resident_memory_bytes" in samples  # the API process itself
+
+
+def test_an_empty_store(service: Service) -> None:
+    samples = scrape(create_app(service), issue_token(service))
+    assert samples["dynaeval_queue_depth"][()] == 0
+    assert samples["dynaeval_queue_oldest_age_seconds"][()] == 0
+    assert set(samples["dynaeval_jobs"].values()) == {0}
+
+
+def test_only_admins_scrape(service: Service) -> None:
+    app = create_app(service)
+    assert app.test_client().get("/metrics").status_code == 401
+    researcher = issue_token(service, "rita", "researcher")
+    assert signed_in(app.test_client(), researcher).get("/metrics").status_code == 403
+    spec = signed_in(app.test_client(), issue_token(service)).get("/api/v1/openapi.json")
+    assert "/metrics" not in spec.get_json()["paths"]
+
+
+def test_the_stats_take_few_queries_on_many_jobs(service: Service) -> None:
+    """10,000 jobs: a handful of aggregate queries, whatever the number of rows."""
+    from sqlalchemy import event
+
+    model_id, _ = service.store.submit("sentiment", "many", DOCKER)
+    rows = [
+        {
+            "id": f"job-{i}",
+            "model_id": model_id,
+            "task": "sentiment",
+            "status": ("queued", "running", "done", "failed")[i % 4],
+            "available_at": ago(i % 500),
+            "created_at": ago(i % 500),
+            "started_at": ago(1000),
+            "finished_at": ago(i % 900) if i % 4 >= 2 else None,
+            "lease_owner": f"w-{i % 7}" if i % 4 == 1 else None,
+            "failure_code": "timeout" if i % 4 == 3 else None,
+        }
+        for i in range(10_000)
+    ]
+    with service.db.session() as session, session.begin():
+        session.execute(JobRow.__table__.insert(), rows)
+    statements: list[str] = []
+    event.listen(service.db.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    stats = queue_stats(service.db, NOW)
+    assert len(statements) <= 5
+    assert stats.queued == 2501 and stats.failures_by_code == {"timeout": 2500}
+    assert len(stats.heartbeat_age_s) == 7 and len(stats.durations) == 1000
