@@ -23,6 +23,7 @@ from api.auth import (
 )
 from api.docs import error_docs, success_docs
 from api.errors import ApiError
+from api.quotas import quota_state
 from api.ratelimit import login_limited
 from store.accounts import (
     ADMIN_SCOPE,
@@ -343,17 +344,25 @@ class RerunSchema(Schema):
 @ok(RerunSchema, 201)
 @errors(401, 403, 404, 409)
 def rerun(model_id: str) -> tuple[dict[str, Any], int]:
-    """Evaluate a submission again (its task's owner or an admin): a failed job is retried
-    in place with a fresh budget of attempts (its earlier attempts stay in its history;
-    nothing is charged to the submitter); a finished one gets a new job (after fixing a
-    dataset, say). Others who may see it get 403; those who may not, 404."""
+    """Evaluate a submission again, from any final state (its submitter, its task's owner
+    or an admin): a failed job is retried in place with a fresh budget of attempts (its
+    earlier attempts stay in its history); a finished one gets a new job (after fixing a
+    dataset, say). A submitter's rerun needs room in their quota (429 otherwise). Others who
+    may see it get 403; those who may not, 404."""
     who = principal()
     found = accounts().model_access(model_id)
     if found is None or not who.may_see_model(*found):
         raise ApiError(404, "unknown_submission", f"no submission {model_id!r}")
-    if not (who.is_admin or found[0] in who.owned_tasks):
-        raise ApiError(403, "not_task_owner", "only the task's owner or an admin may rerun")
+    task_name, owner_id = found
+    operator = who.is_admin or task_name in who.owned_tasks
+    if not operator and owner_id != who.user_id:
+        raise ApiError(403, "not_owner", "only the submitter, the task's owner or an admin")
     service = current_app.extensions["dynaeval"]
+    if not operator:  # the submitter's own rerun is a submission's worth of their quota
+        task = service.tasks.get(task_name)
+        refusal = quota_state(service, task, who).refusal() if task is not None else None
+        if refusal is not None:
+            raise refusal
     job = (service.queries.submission(model_id) or {}).get("job") or {}
     if job.get("status") in ("queued", "running"):
         raise ApiError(

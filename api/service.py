@@ -123,14 +123,23 @@ class Service:
 
     def queue_examples(self, runtime_kind: str = "process") -> list[str]:
         """Submit every example model of the catalog; returns the model ids."""
-        ids = []
-        for entry in example_catalog():
-            if entry["task"] not in self.tasks:
-                continue
-            spec = example_runtime(entry, runtime_kind)
-            model_id, _ = self.store.submit(entry["task"], entry["name"], spec)
-            ids.append(model_id)
-        return ids
+        return [
+            self.store.submit(entry["task"], entry["name"], example_runtime(entry, runtime_kind))[0]
+            for entry in self._examples()
+        ]
+
+    def hold_examples(self) -> dict[str, dict[str, Any]]:
+        """Submit every example model as held (shown as queued, taken by no worker until its
+        image is built and ``store.start_held`` names its runtime); model id -> catalog entry."""
+        return {
+            self.store.submit(
+                entry["task"], entry["name"], example_runtime(entry, "process"), held=True
+            )[0]: entry
+            for entry in self._examples()
+        }
+
+    def _examples(self) -> list[dict[str, Any]]:
+        return [entry for entry in example_catalog() if entry["task"] in self.tasks]
 
     def dataset_hashes(self, task_name: str) -> dict[str, str]:
         """``{"round/dataset": hash}`` of the task's current held-out sets (read once)."""

@@ -42,6 +42,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 ERRORS = {
     401: "unauthenticated (no or unknown credentials), token_expired or token_revoked",
     403: "not_task_owner (only the task's owner or an admin sets its default view), "
+    "not_view_owner (only who saved a view, the task's owner or an admin deletes it), "
     "insufficient_scope or cross_site_refused",
     404: "unknown_task, unknown_view or unknown_snapshot (also for a private task's)",
     422: "invalid_weights or a body field out of range",
@@ -185,15 +186,38 @@ class TaskViews(MethodView):
 
 
 @blp.route("/views/<view_id>")
-@guard(PUBLIC)
-@blp.alt_response(200, schema=ViewSchema, success=True)
-@errors(404)
-def get_view(view_id: str) -> dict[str, Any]:
-    """One view by its id (404 for a private task's, to those who may not see it)."""
+class OneView(MethodView):
+    @guard(PUBLIC)
+    @blp.alt_response(200, schema=ViewSchema, success=True)
+    @errors(404)
+    def get(self, view_id: str) -> dict[str, Any]:
+        """One view by its id (404 for a private task's, to those who may not see it)."""
+        return _view_json(_visible_view(view_id))
+
+    @guard(AUTHENTICATED)
+    @blp.alt_response(200, schema=ViewSchema, success=True)
+    @errors(401, 403, 404)
+    def delete(self, view_id: str) -> dict[str, Any]:
+        """Delete a view (the user who saved it, the task's owner or an admin) and answer it
+        as it was; if it was the task's default, the task's configured weights are the default again. Snapshots
+        never depend on views: they keep their own weights."""
+        found = _visible_view(view_id)
+        who = principal()
+        if not (
+            who.is_admin or found["task"] in who.owned_tasks or found["owner_id"] == who.user_id
+        ):
+            raise ApiError(
+                403, "not_view_owner", "only who saved the view, the task's owner or an admin"
+            )
+        store().delete_view(view_id)
+        return _view_json({**found, "default": False})  # what was deleted, for the record
+
+
+def _visible_view(view_id: str) -> dict[str, Any]:
     found = store().view(view_id)
     if found is None or not task_visible(found["task"]):
         raise ApiError(404, "unknown_view", f"no view {view_id!r}")
-    return _view_json(found)
+    return found
 
 
 @blp.route("/tasks/<task_name>/default-view", methods=["PUT"])

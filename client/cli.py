@@ -327,8 +327,9 @@ def _status(sub: Subparsers) -> None:
 def _rerun(sub: Subparsers) -> None:
     rerun = sub.add_parser(
         "rerun",
-        help="evaluate a submission again (admins and task owners): a failed job is retried "
-        "with a fresh budget of attempts, a finished one gets a new job",
+        help="evaluate a submission again (its submitter within their quota, its task's owner, "
+        "an admin): a failed job is retried with a fresh budget of attempts, a finished one "
+        "gets a new job",
     )
     rerun.add_argument("model_id")
     rerun.add_argument(

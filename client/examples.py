@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import subprocess
 import threading
+from typing import Any
 
-from api.service import Service, example_catalog, example_image
+from api.service import Service, example_catalog, example_image, example_runtime
 from configs.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
@@ -85,24 +86,39 @@ def check_example_runtime(choice: str) -> None:
 
 
 def queue_examples(service: Service, choice: str) -> list[str]:
-    """Build the images if containers are possible, then queue every example model."""
+    """Show every example model as queued at once, build the images if containers are
+    possible, then let the workers take them (as containers or as local processes)."""
+    return start_examples(service, service.hold_examples(), choice)
+
+
+def start_examples(service: Service, held: dict[str, dict[str, Any]], choice: str) -> list[str]:
+    """Release the ``held`` examples with the runtime the build allows; if docker was asked
+    for and cannot be had, remove them again (nothing half-queued stays behind)."""
     try:
         kind = example_runtime_kind(choice)
     except RuntimeError as exc:  # asked for docker and the build failed: queue nothing
+        for model_id in held:
+            service.store.discard_held(model_id)
         print(f"not queueing the example models: {exc}", flush=True)
         return []
-    ids = service.queue_examples(kind)
-    print(f"queued {len(ids)} example models ({kind} runtime)", flush=True)
-    return ids
+    started = [
+        model_id
+        for model_id, entry in held.items()
+        if service.store.start_held(model_id, example_runtime(entry, kind))
+    ]
+    print(f"queued {len(started)} example models ({kind} runtime)", flush=True)
+    return started
 
 
 def queue_examples_in_background(service: Service, choice: str) -> threading.Thread:
-    """:func:`queue_examples` on a daemon thread, so the server answers meanwhile (a
+    """Hold every example model now (the pages show them as queued from the first second),
+    then build and release them on a daemon thread, so the server answers meanwhile (a
     daemon, because Ctrl-C must not wait for a half-done image build)."""
+    held = service.hold_examples()
 
     def run() -> None:
         try:
-            queue_examples(service, choice)
+            start_examples(service, held, choice)
         except Exception:  # the server keeps serving; the log says why the examples are missing
             log.exception("could not queue the example models")
 

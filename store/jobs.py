@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select, update
@@ -39,6 +39,9 @@ from store.leases import (
     updated,
 )
 from store.models import AttemptRow, JobRow, ModelRow, ResultRow, ScoreRow, TaskRow
+
+HELD_STAGE = "queued: waiting for its image to build"
+HOLD = timedelta(days=3650)  # a held job is available "never", until start_held
 
 
 @dataclass(frozen=True)
@@ -91,9 +94,11 @@ class JobStore(LeaseRecovery):
         image_id: str | None = None,
         owner_id: str | None = None,
         max_attempts: int = DEFAULT_ATTEMPTS,
+        held: bool = False,
     ) -> tuple[str, str]:
         """Create the model row (owned by ``owner_id``) and its job in one transaction;
-        returns (model id, job id)."""
+        returns (model id, job id). A ``held`` job is shown as queued but no worker takes it
+        until :meth:`start_held` (its image is still being built)."""
         now = self.clock.now()
         model_id = str(uuid.uuid4())
         with self.db.session() as session, session.begin():
@@ -109,9 +114,35 @@ class JobStore(LeaseRecovery):
                 )
             )
             session.flush()  # the job's foreign key needs the model row first
-            job = _new_job(model_id, task, max_attempts, "queued", now)
+            job = _new_job(model_id, task, max_attempts, HELD_STAGE if held else "queued", now)
+            if held:
+                job.available_at = now + HOLD
             session.add(job)
         return model_id, job.id
+
+    def start_held(self, model_id: str, runtime: dict[str, Any] | None = None) -> bool:
+        """Let a held job run now, with ``runtime`` as its model's runtime when given. False
+        when the model has no held job (it was cancelled meanwhile, say)."""
+        with self.db.session() as session, session.begin():
+            job = _held_job(session, model_id)
+            if job is None:
+                return False
+            if runtime is not None:
+                existing(session.get(ModelRow, model_id)).runtime = runtime
+            job.available_at, job.stage = self.clock.now(), "queued"
+        return True
+
+    def discard_held(self, model_id: str) -> bool:
+        """Remove a held job and its model, which never ran (its image did not build):
+        nothing of it stays behind. False when the model has no held job."""
+        with self.db.session() as session, session.begin():
+            job = _held_job(session, model_id)
+            if job is None:
+                return False
+            session.delete(job)
+            session.flush()  # the job references the model
+            session.delete(existing(session.get(ModelRow, model_id)))
+        return True
 
     def enqueue(
         self, model_id: str, *, max_attempts: int = DEFAULT_ATTEMPTS, stage: str = "queued"
@@ -293,6 +324,21 @@ def _result_row(job: JobRow, result: EvaluationResult, now: datetime) -> ResultR
         provenance=result.provenance,
         created_at=now,
     )
+
+
+def _held_job(session: Session, model_id: str) -> JobRow | None:
+    """The model's job if it is still held (queued, never run, waiting for its image),
+    locked for this transaction."""
+    return session.scalars(
+        select(JobRow)
+        .where(
+            JobRow.model_id == model_id,
+            JobRow.status == JobStatus.QUEUED,
+            JobRow.stage == HELD_STAGE,
+            JobRow.attempts == 0,
+        )
+        .with_for_update()
+    ).first()
 
 
 def _new_job(model_id: str, task: str, max_attempts: int, stage: str, now: datetime) -> JobRow:

@@ -114,6 +114,20 @@ class Views:
                 return None
             return _view_dict(row, default=_default_id(session, task) == row.id)
 
+    def delete_view(self, view_id: str) -> bool:
+        """Remove a view (and its task's default mark, if it was the default); False when
+        there is no such view."""
+        with self.db.session() as session, session.begin():
+            row = session.get(ViewRow, view_id, with_for_update=True)
+            if row is None:
+                return False
+            default = session.get(TaskDefaultViewRow, row.task)
+            if default is not None and default.view_id == view_id:
+                session.delete(default)
+                session.flush()  # the mark references the view
+            session.delete(row)
+        return True
+
     def default_view(self, task: str) -> dict[str, Any] | None:
         with self.db.session() as session:
             default = _default_id(session, task)

@@ -48,6 +48,7 @@ ERRORS = {
     ("/api/v1/tasks/{task_name}/views", "get"): {"404"},
     ("/api/v1/tasks/{task_name}/views", "post"): {"401", "403", "404", "422", "429"},
     ("/api/v1/views/{view_id}", "get"): {"404"},
+    ("/api/v1/views/{view_id}", "delete"): {"401", "403", "404", "429"},
     ("/api/v1/tasks/{task_name}/default-view", "put"): {"401", "403", "404", "422", "429"},
     ("/api/v1/tasks/{task_name}/snapshots", "post"): {"401", "403", "404", "422", "429"},
     ("/api/v1/snapshots/{snapshot_id}", "get"): {"404"},

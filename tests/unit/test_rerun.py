@@ -4,6 +4,7 @@ charged to the submitter."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from sqlalchemy import select
 
 from api.service import Service
 from client.cli import main
+from configs.schema import QuotaSpec
 from configs.vocabulary.clock import ManualClock
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.jobs import DEFAULT_RETRY_POLICY, JobStatus
@@ -83,12 +85,25 @@ def test_an_operator_retries_a_job_that_failed_through_platform_faults(service: 
     assert twice.status_code == 409 and twice.get_json()["error"]["code"] == "already_queued"
 
 
-def test_a_researcher_cannot_rerun_even_their_own(service: Service) -> None:
+def test_a_researcher_reruns_their_own_within_their_quota_and_no_one_elses(
+    service: Service,
+) -> None:
     alice = client_of(service, "alice", "researcher")
-    model_id, _ = lost_until_failed(service)
+    client_of(service, "bob", "researcher")
+    model_id, job_id = lost_until_failed(service)
     owned_by(service, "alice", model_id)
-    refused = alice.post(f"/api/v1/submissions/{model_id}/rerun")
-    assert refused.status_code == 403 and refused.get_json()["error"]["code"] == "not_task_owner"
+    bobs, _ = service.store.submit("sentiment", "b", DOCKER)
+    owned_by(service, "bob", bobs)
+    refused = alice.post(f"/api/v1/submissions/{bobs}/rerun")
+    assert refused.status_code == 404  # another's submission does not exist for her
+    answer = alice.post(f"/api/v1/submissions/{model_id}/rerun")
+    assert answer.status_code == 201 and answer.get_json()["job_id"] == job_id
+    service.store.cancel(model_id, "cancelled by alice")
+    service.tasks["sentiment"] = dataclasses.replace(
+        service.tasks["sentiment"], quotas=QuotaSpec(per_day=None, total=0)
+    )
+    full = alice.post(f"/api/v1/submissions/{model_id}/rerun")
+    assert full.status_code == 429 and full.get_json()["error"]["code"] == "quota_exceeded"
 
 
 def test_the_cli_reruns_on_the_configured_database(

@@ -66,3 +66,37 @@ def test_the_task_list_shows_queued_and_running_models(service: Service) -> None
         per_task[entry["task"]] = per_task.get(entry["task"], 0) + 1
     for count in set(per_task.values()):
         assert f"queued: {count}, running: 0" in html
+
+
+def test_the_examples_show_as_queued_before_their_images_are_built(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    building = threading.Event()
+    monkeypatch.setattr(examples, "docker_answers", lambda: True)
+    monkeypatch.setattr(examples, "build_example_images", lambda: building.wait(30))
+    thread = examples.queue_examples_in_background(service, "auto")
+    try:
+        # At once: every example is listed as queued, waiting for its image...
+        assert service.store.count_models() == len(example_catalog())
+        assert service.queries.job_counts() == {"queued": len(example_catalog())}
+        assert service.store.claim("w", lease_s=60) is None  # ...and no worker may take one
+    finally:
+        building.set()
+        thread.join(timeout=60)
+    job = service.store.claim("w", lease_s=60)
+    assert job is not None and job.runtime["kind"] == "docker"  # the built images run
+
+
+def test_start_held_and_discard_held_only_touch_held_jobs(service: Service) -> None:
+    held, _ = service.store.submit(
+        "sentiment", "h", {"kind": "process", "command": ["x"]}, held=True
+    )
+    plain, _ = service.store.submit("sentiment", "p", {"kind": "process", "command": ["x"]})
+    assert not service.store.start_held(plain) and not service.store.discard_held(plain)
+    shown = service.queries.submission(held)
+    assert shown is not None and shown["job"]["stage"] == "queued: waiting for its image to build"
+    assert service.store.discard_held(held)
+    assert not service.store.start_held(held)  # gone: model and job
+    assert service.store.count_models() == 1

@@ -236,3 +236,23 @@ def test_the_default_views_round_weights_apply_when_no_weights_are_given(world: 
     frozen = snapshot.get_json()["leaderboard"]
     assert frozen["limit"] is None and board["limit"] == 100  # a snapshot holds every model
     assert {**frozen, "limit": 100} == board
+
+
+def test_a_view_is_deleted_by_who_saved_it_the_task_owner_or_an_admin(world: World) -> None:
+    view = _create_view(world)  # alice's
+    path = f"/api/v1/views/{view['id']}"
+    world.tokens["bob"] = issue_token(world.service, "bob", "researcher")
+    assert_error(world.client().delete(path), 401)
+    assert_error(world.client("bob").delete(path), 403, "not_view_owner")
+    put = world.client("carol").put(
+        "/api/v1/tasks/sentiment/default-view", json={"view": view["id"]}
+    )
+    assert put.status_code == 200 and _order(world.client()) == ["model-b", "model-a"]
+    deleted = world.client("alice").delete(path)
+    assert deleted.status_code == 200 and deleted.get_json()["id"] == view["id"]
+    assert_error(world.client().get(path), 404, "unknown_view")
+    assert world.client().get("/api/v1/tasks/sentiment/views").get_json()["views"] == []
+    assert _order(world.client()) == ["model-a", "model-b"]  # the task's own default again
+    assert_error(world.client("alice").delete(path), 404, "unknown_view")
+    other = _create_view(world, "bob")
+    assert world.client("carol").delete(f"/api/v1/views/{other['id']}").status_code == 200
