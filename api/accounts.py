@@ -37,7 +37,7 @@ from store.accounts import (
     Principal,
     csrf_token,
 )
-from store.leases import NotRetryable
+from store.jobs import AlreadyQueued
 
 SESSION_HOURS = 12
 blp = Blueprint("accounts", __name__, url_prefix="/api/v1", description="Accounts and tokens")
@@ -363,18 +363,8 @@ def rerun(model_id: str) -> tuple[dict[str, Any], int]:
         refusal = quota_state(service, task, who).refusal() if task is not None else None
         if refusal is not None:
             raise refusal
-    job = (service.queries.submission(model_id) or {}).get("job") or {}
-    if job.get("status") in ("queued", "running"):
-        raise ApiError(
-            409, "already_queued", f"submission {model_id!r} already has a job {job['status']}"
-        )
-    if job.get("status") == "failed":
-        try:
-            service.store.retry(job["id"])
-            return {"id": model_id, "job_id": job["id"], "status": "queued"}, 201
-        except NotRetryable:  # a concurrent rerun won the race: it is queued now
-            raise ApiError(
-                409, "already_queued", f"submission {model_id!r} was just rerun"
-            ) from None
-    job_id = service.store.enqueue(model_id, stage="queued: rerun")
+    try:
+        job_id = service.store.rerun(model_id)
+    except AlreadyQueued as exc:
+        raise ApiError(409, "already_queued", str(exc)) from None
     return {"id": model_id, "job_id": job_id, "status": "queued"}, 201

@@ -26,22 +26,14 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 def _rerun_locally(model_id: str) -> str:
     """What ``POST /submissions/{id}/rerun`` does, as the operator of the database."""
-    from store.leases import NotRetryable
+    from store.jobs import AlreadyQueued
 
     service = open_service()
     try:
-        found = service.queries.submission(model_id)
-        if found is None:
-            raise CliError(f"no submission {model_id!r}")
-        job = found.get("job") or {}
-        if job.get("status") in ("queued", "running"):
-            raise CliError(f"submission {model_id!r} already has a job {job['status']}")
-        if job.get("status") == "failed":
-            try:
-                service.store.retry(job["id"])
-            except NotRetryable as exc:
-                raise CliError(str(exc)) from None
-            return str(job["id"])
-        return service.store.enqueue(model_id, stage="queued: rerun")
+        return service.store.rerun(model_id)
+    except KeyError:
+        raise CliError(f"no submission {model_id!r}") from None
+    except AlreadyQueued as exc:
+        raise CliError(str(exc)) from None
     finally:
         service.close()

@@ -27,6 +27,7 @@ from store.db import Database
 from store.leases import (
     DEFAULT_ATTEMPTS,
     LeaseRecovery,
+    NotRetryable,
     attempt_outcome,
     close_attempt,
     existing,
@@ -42,6 +43,10 @@ from store.models import AttemptRow, JobRow, ModelRow, ResultRow, ScoreRow, Task
 
 HELD_STAGE = "queued: waiting for its image to build"
 HOLD = timedelta(days=3650)  # a held job is available "never", until start_held
+
+
+class AlreadyQueued(ValueError):
+    """A rerun was asked for a submission whose job is queued or running."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +160,27 @@ class JobStore(LeaseRecovery):
             job = _new_job(model_id, model.task, max_attempts, stage, self.clock.now())
             session.add(job)
         return job.id
+
+    def rerun(self, model_id: str) -> str:
+        """Evaluate ``model_id`` again from a final state; returns the job id. Its newest job,
+        if failed, is retried in place (a fresh budget, its attempts kept); a finished one
+        gets a new job. Raises KeyError for an unknown model and AlreadyQueued while its
+        newest job is queued or running (also when a concurrent rerun just won)."""
+        with self.db.session() as session:
+            if session.get(ModelRow, model_id) is None:
+                raise KeyError(f"no submission {model_id!r}")
+            newest = session.scalars(
+                select(JobRow).where(JobRow.model_id == model_id).order_by(JobRow.created_at.desc())
+            ).first()
+        if newest is not None and newest.status == JobStatus.FAILED:
+            try:
+                self.retry(newest.id)
+            except NotRetryable:
+                raise AlreadyQueued(f"submission {model_id!r} was just rerun") from None
+            return newest.id
+        if newest is not None and not JobStatus(newest.status).final:
+            raise AlreadyQueued(f"submission {model_id!r} already has a job {newest.status}")
+        return self.enqueue(model_id, stage="queued: rerun")
 
     def count_models(self) -> int:
         with self.db.session() as session:
