@@ -11,7 +11,6 @@ from __future__ import annotations
 import http.client
 import json
 import select
-import socket
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +22,7 @@ from configs.vocabulary.failures import FailureCode
 from evaluator.errors import EvaluationError
 from evaluator.transport.deadlines import RequestDeadline
 from evaluator.transport.endpoint import Endpoint
+from evaluator.transport.quickack import QuickAckConnection
 from evaluator.transport.wire_ids import WireIds
 
 _POLL_S = 0.05
@@ -54,12 +54,10 @@ class ModelClient:
             # perturbing a round can take longer): open a new one rather than call it a crash.
             self._drop()
         if self._conn is None:
-            self._conn = http.client.HTTPConnection(
-                self.endpoint.host, self.endpoint.port, timeout=timeout
-            )
+            # Quick ACKs: a server that writes headers and body apart must not pay a
+            # delayed-ACK stall per request on the throughput axis (transport/quickack.py).
+            self._conn = QuickAckConnection(self.endpoint.host, self.endpoint.port, timeout=timeout)
             self._conn.connect()
-            # Headers and body go out in one write already; NODELAY avoids delayed-ACK stalls.
-            self._conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._conn.sock.settimeout(timeout)
         return self._conn
 
@@ -132,6 +130,12 @@ class ModelClient:
         if response.will_close:
             self._drop()
         return data
+
+    @property
+    def one_example_per_request(self) -> bool:
+        """Whether the model takes one example per request (its throughput is then a
+        single-stream figure, and profiling says so)."""
+        return False
 
     # -- readiness --------------------------------------------------------------------------
     def wait_ready(self, budget_s: float, alive: Callable[[], bool] = lambda: True) -> float:
