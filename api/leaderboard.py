@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from api.measurement import fingerprint, warnings_for
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
 from dynascore.dynascore import (
@@ -76,6 +77,7 @@ class PreparedBoard:
     performance_ci: pd.DataFrame
     unranked: list[dict[str, Any]]
     rates: pd.Series = field(repr=False)
+    warnings: list[dict[str, Any]] = field(default_factory=list)  # see api.measurement
 
     def render(
         self, weights: Weights, *, offset: int = 0, limit: int | None = None
@@ -111,6 +113,7 @@ class PreparedBoard:
             "tie_groups": groups,
             "flip_weight_range": list(WEIGHT_RANGE),
             "flip_weights": flips,
+            "warnings": self.warnings,
         }
 
     def _ranking(self, weights: Weights) -> pd.DataFrame:
@@ -230,6 +233,8 @@ def prepare_board(
             )
             entry["partial"] = bool(stale)
             entry["not_scored_on"] = stale
+        entry["throughput_mode"] = row.get("throughput_mode")  # how throughput was measured
+        entry["conditions"] = fingerprint(row)  # the measurement's group (api.measurement)
         entries.append(entry)
     return PreparedBoard(
         task=task,
@@ -242,6 +247,7 @@ def prepare_board(
         performance_ci=_performance_ci(complete, ids),
         unranked=unranked,
         rates=rates,
+        warnings=warnings_for(complete),  # over every ranked model, whatever the page
     )
 
 

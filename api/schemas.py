@@ -308,6 +308,59 @@ class LeaderboardEntrySchema(OpenSchema):
             "(it is then grouped as a point)"
         },
     )
+    throughput_mode = fields.String(
+        allow_none=True,
+        metadata={
+            "description": "`offline` (batches of the task's size) or `single_stream` (a model "
+            "served one example per request); null for results stored before it was recorded"
+        },
+    )
+    conditions = fields.String(
+        metadata={
+            "description": "the fingerprint of the conditions its speed and memory were "
+            "measured under (see `warnings`), or `unknown` for older results"
+        }
+    )
+
+
+class ConditionGroupSchema(OpenSchema):
+    fingerprint = fields.String(
+        metadata={"description": "the conditions fingerprint its models share, or `unknown`"}
+    )
+    letter = fields.String(metadata={"description": "A, B, ...: the group's name on the page"})
+    label = fields.String(metadata={"description": "the conditions in one line"})
+    models = fields.Integer(metadata={"description": "how many ranked models it has"})
+    conditions = fields.Dict(
+        allow_none=True,
+        metadata={
+            "description": "the comparable fields (cpu_model, model_cpus, own_cpus, "
+            "memory_limit_gib, runtime, engine, cgroup_version, method); null when unknown"
+        },
+    )
+
+
+class LeaderboardWarningSchema(OpenSchema):
+    code = fields.String(
+        metadata={
+            "description": "`mixed_conditions`: the ranked models' speed and memory were "
+            "measured under different conditions; `mixed_throughput_modes`: some throughput "
+            "figures are single-stream, others offline (batched)"
+        }
+    )
+    message = fields.String(metadata={"description": "a human sentence"})
+    groups = fields.List(
+        fields.Nested(ConditionGroupSchema),
+        metadata={"description": "mixed_conditions: one per fingerprint, largest first"},
+    )
+    differs_in = fields.List(
+        fields.String(),
+        metadata={"description": "mixed_conditions: the comparable fields that differ"},
+    )
+    modes = fields.Dict(
+        keys=fields.String(),
+        values=fields.Integer(),
+        metadata={"description": "mixed_throughput_modes: models per mode"},
+    )
 
 
 class TieGroupSchema(OpenSchema):
@@ -374,5 +427,12 @@ class LeaderboardSchema(OpenSchema):
         metadata={
             "description": "one per adjacent pair of `models`, top first, and the pair across "
             "the page's lower edge"
+        },
+    )
+    warnings = fields.List(
+        fields.Nested(LeaderboardWarningSchema),
+        metadata={
+            "description": "what makes the ranked models' figures less comparable, over "
+            "every ranked model (not only this page); empty when nothing does"
         },
     )

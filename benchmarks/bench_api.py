@@ -49,8 +49,9 @@ def seed(data_dir: Path) -> str:
     try:
         for i in range(N_MODELS):
             model_id, job_id = service.store.submit("sentiment", f"model-{i}", DOCKER)
-            assert service.store.claim("bench", 60) is not None
-            service.store.finish(job_id, "bench", result(i))
+            claimed = service.store.claim("bench", 60)
+            assert claimed is not None and claimed.id == job_id
+            assert service.store.finish(job_id, "bench", result(i), lease=claimed.lease)
             ids.append(model_id)
     finally:
         service.close()

@@ -145,7 +145,7 @@ def seed(service: Service, n: int, seed_value: int = 0) -> None:
         _, job_id = service.store.submit(TASK, f"model-{i:04d}", DOCKER)
         claimed = service.store.claim("bench-worker", 60)
         assert claimed is not None and claimed.id == job_id
-        assert service.store.finish(job_id, "bench-worker", evaluation)
+        assert service.store.finish(job_id, "bench-worker", evaluation, lease=claimed.lease)
 
 
 @contextmanager

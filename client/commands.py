@@ -11,8 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from client import render
 from client.accounts import cmd_login, cmd_tokens, cmd_users, serve_access  # noqa: F401
 from client.common import CliError, all_tasks, find_task, open_service
@@ -139,6 +137,8 @@ def _progress_printer() -> Callable[[float, str], None]:
 
 # -- dynascore -------------------------------------------------------------------------------
 def cmd_dynascore(args: argparse.Namespace) -> int:
+    import pandas as pd  # imported here: every other command starts faster without it
+
     from dynascore import AXES, DEFAULT_INSTANCE_MEMORY_GIB, compute
     from dynascore.weights import Weights
 
@@ -194,7 +194,7 @@ def _num(value: Any) -> Any:
         number = float(value)
     except (TypeError, ValueError):
         return value
-    return number if pd.notna(number) else None
+    return None if math.isnan(number) else number
 
 
 # -- service ---------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from configs.schema import (
     ProfilingSpec,
     QuotaSpec,
     RoundSpec,
+    SpecValueError,
     TaskSpec,
 )
 from configs.vocabulary.axes import AXES
@@ -345,4 +346,7 @@ class _TaskParser:
             ):
                 bound = "> 0" if positive else ">= 0"
                 raise self.fail(f"{field}.{key}", f"must be a {expected.__name__} {bound}")
-        return cls(**spec)
+        try:
+            return cls(**spec)
+        except SpecValueError as exc:  # a rule between fields, checked by the spec itself
+            raise self.fail(f"{field}.{exc.field}", exc.problem) from None

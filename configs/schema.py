@@ -22,6 +22,10 @@ class Limits:
     max_reply_bytes: int = 8 * 1024 * 1024
     max_image_bytes: int = 2 * 1024**3
     max_log_bytes: int = 64 * 1024
+    # Requests in flight to a model that takes one example per request (Dynabench's
+    # single_evaluation route). 1 by default: Dynabench's templates run one uvicorn worker
+    # that answers synchronously, so more would only queue while their deadlines run.
+    single_route_concurrency: int = 1
 
 
 class ConfigError(ValueError):
@@ -30,6 +34,14 @@ class ConfigError(ValueError):
     def __init__(self, source: str, field: str, problem: str) -> None:
         super().__init__(f"{source}: {field}: {problem}")
         self.source, self.field, self.problem = source, field, problem
+
+
+class SpecValueError(ValueError):
+    """A spec's own check failed: ``field`` (within the spec) and the problem."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field, self.problem = field, problem
 
 
 @dataclass(frozen=True)
@@ -59,11 +71,34 @@ class PerturbationSpec:
 
 @dataclass(frozen=True)
 class ProfilingSpec:
-    """How the timed profiling pass runs."""
+    """How a model is profiled, in the manner of MLPerf LoadGen: untimed warm-up batches,
+    then ``repeats`` times an offline pass (requests of the task's batch size, giving
+    examples/s) and a single-stream pass (one example per request, giving latency
+    percentiles). Each pass runs until it has lasted ``min_duration_s`` and answered its
+    minimum count (``min_examples`` examples offline, ``min_queries`` requests single-stream),
+    or until ``max_duration_s`` cuts it short (the run then says its minimums were not met).
+    Memory is sampled every ``sample_interval_s`` throughout the run."""
 
     warmup_batches: int = 2
     min_examples: int = 256
     sample_interval_s: float = 0.05
+    min_queries: int = 64
+    min_duration_s: float = 0.5
+    max_duration_s: float = 60.0
+    repeats: int = 3
+
+    def __post_init__(self) -> None:
+        # The loader checks types and signs; these are the rules between fields and counts.
+        for name in ("min_examples", "min_queries", "repeats"):
+            if getattr(self, name) < 1:
+                raise SpecValueError(name, "must be at least 1")
+        if self.warmup_batches < 0:
+            raise SpecValueError("warmup_batches", "must be >= 0")
+        for name in ("sample_interval_s", "min_duration_s"):
+            if not getattr(self, name) > 0:
+                raise SpecValueError(name, "must be > 0")
+        if not self.max_duration_s >= self.min_duration_s:
+            raise SpecValueError("max_duration_s", "must be >= min_duration_s")
 
 
 @dataclass(frozen=True)

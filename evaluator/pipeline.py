@@ -22,12 +22,13 @@ from configs.schema import DatasetSpec, PerturbationSpec, RoundSpec, TaskSpec
 from configs.vocabulary.examples import Example, Prediction
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.results import EvaluationResult, Failure, Score, ScoreKey, pooled_variant
+from evaluator.conditions import collect as collect_conditions
 from evaluator.errors import EvaluationError, EvaluationStopped
 from evaluator.inputs.datasets import load_examples
 from evaluator.inputs.perturbed_sets import dataset_hash, materialise
 from evaluator.inputs.redaction import HeldOutText
 from evaluator.prediction_log import PredictionLog
-from evaluator.profiling import MemorySampler, profile_throughput
+from evaluator.profiling import MemorySampler, evaluator_cpus, pinned, profile_throughput
 from evaluator.provenance import code_version
 from evaluator.runtimes.runtime import ExitReason, Runtime
 from evaluator.scoring import variants
@@ -197,14 +198,17 @@ class Evaluation:
         first = self.task.rounds[0]
         examples = load_examples(self.task, first.datasets[0], self.config_dir)
         self.held_out.add(examples)
-        batches = itertools.count()  # every profiling request gets its own wire ids
-        self.profile["throughput"] = profile_throughput(
-            lambda batch: self.predict_batch(batch, f"profiling/{next(batches)}"),
-            examples,
-            batch_size=self.task.batch_size,
-            warmup_batches=self.task.profiling.warmup_batches,
-            min_examples=self.task.profiling.min_examples,
-        )
+        assert self.client is not None
+        requests = itertools.count()  # every profiling request gets its own wire ids
+        with pinned(evaluator_cpus(self.runtime)):  # off the model's own CPUs, if it has any
+            self.profile["throughput"] = profile_throughput(
+                lambda batch: self.predict_batch(batch, f"profiling/{next(requests)}"),
+                examples,
+                batch_size=self.task.batch_size,
+                spec=self.task.profiling,
+                one_example_per_request=self.client.one_example_per_request,
+            )
+        self.profile["conditions"] = collect_conditions(self.runtime).to_dict()
         self.progress(1.0, "profiled")
 
     def stop_model(self) -> None:
@@ -239,10 +243,13 @@ class Evaluation:
         assert self.client is not None
         timeout = min(self.task.limits.request_s, remaining)
         try:
-            return self.client.predict(batch, timeout=timeout, variant=variant)
+            return self.client.predict(
+                batch, timeout=timeout, variant=variant, total_deadline=self.deadline
+            )
         except EvaluationError as exc:
             # A request cut short by the wall-clock budget is the budget's timeout, not its own.
-            if exc.code is FailureCode.REQUEST_TIMEOUT and timeout < self.task.limits.request_s:
+            cut = exc.code is FailureCode.REQUEST_TIMEOUT and timeout < self.task.limits.request_s
+            if cut or exc.code is FailureCode.TOTAL_TIMEOUT:
                 raise self.total_timeout() from None
             raise
         except Exception as exc:  # handling the model's reply must not pass for our fault
@@ -334,6 +341,7 @@ class Evaluation:
             "perturbations": self.state.variant_counts,
             "runtime": {"kind": info.kind, **info.details},
             "limits": self.task.limits.__dict__,
+            "conditions": self.profile.get("conditions"),  # None: failed before profiling
             "duration_s": round(time.monotonic() - self.started_at, 3),
         }
 

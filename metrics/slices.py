@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from fairlearn.metrics import MetricFrame
 
 from metrics._checks import check_pair
 from metrics.metric import get_metric
@@ -66,6 +65,10 @@ def slice_report(
 
     def score(y_true: np.ndarray, y_pred: np.ndarray) -> float:
         return metric.score(list(y_true), list(y_pred), labels)
+
+    # fairlearn pulls in scikit-learn and SciPy (~2 s): imported when a slice is scored,
+    # not by every process that merely imports the pipeline (the CLI's account commands).
+    from fairlearn.metrics import MetricFrame
 
     frame = MetricFrame(
         metrics=score,

@@ -23,7 +23,7 @@ SUITE="bookworm"
 # iptables + iproute2 are for the sandbox's network guard (evaluator/docker_sandbox.py),
 # which runs this image with CAP_NET_ADMIN to lock down a run's network namespace; model
 # containers get no capabilities, so the tools are inert for them.
-PACKAGES="python3,python3-minimal,libpython3.11-stdlib,python3-fastapi,python3-uvicorn"
+PACKAGES="python3,python3-minimal,libpython3.11-stdlib,python3-fastapi,python3-uvicorn,python3-flask"
 PACKAGES+=",iptables,iproute2"
 
 log() { printf '[build-base-image] %s\n' "$*" >&2; }

@@ -6,6 +6,7 @@ leaks no usable credential. Expiry is read from the injected clock."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import secrets
@@ -32,8 +33,13 @@ API, SESSION = "api", "session"
 TOKEN_PREFIX = "dyn_"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 _HASHER = PasswordHasher()
-# Verified against when a user does not exist, so a login takes as long either way.
-_DUMMY_HASH = _HASHER.hash(secrets.token_urlsafe(16))
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """Verified against when a user does not exist, so a login takes as long either way
+    (made on first use: hashing at import would slow every CLI start)."""
+    return _HASHER.hash(secrets.token_urlsafe(16))
 
 
 class AccountError(ValueError):
@@ -179,7 +185,7 @@ class Accounts:
         """The user's id when ``password`` is theirs, else None (same work either way)."""
         with self.db.session() as session:
             user = session.scalars(select(UserRow).where(UserRow.name == name)).first()
-        stored = user.password_hash if user and user.password_hash else _DUMMY_HASH
+        stored = user.password_hash if user and user.password_hash else _dummy_hash()
         try:
             _HASHER.verify(stored, password)
         except (VerificationError, InvalidHashError):

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from configs.settings import load_settings
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -51,6 +52,10 @@ def make_engine(url: str) -> Engine:
 
 
 def alembic_config(url: str) -> Config:
+    # Alembic is imported when a database is opened: commands that never open one
+    # (--help, tasks, dynascore) start faster without it.
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -59,6 +64,8 @@ def alembic_config(url: str) -> Config:
 
 def migrate(engine: Engine) -> None:
     """Bring the schema to the newest revision."""
+    from alembic import command
+
     config = alembic_config(engine.url.render_as_string(hide_password=False))
     with engine.begin() as connection:
         config.attributes["connection"] = connection

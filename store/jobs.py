@@ -227,7 +227,7 @@ class JobStore(LeaseRecovery):
         progress: float,
         stage: str,
         *,
-        lease: str | None = None,
+        lease: str,
     ) -> bool:
         """Extend the lease and record progress; False when the lease was lost."""
         now = self.clock.now()
@@ -241,9 +241,7 @@ class JobStore(LeaseRecovery):
             return renewed == 1
 
     # -- outcomes ----------------------------------------------------------------------------
-    def finish(
-        self, job_id: str, worker: str, result: EvaluationResult, *, lease: str | None = None
-    ) -> bool:
+    def finish(self, job_id: str, worker: str, result: EvaluationResult, *, lease: str) -> bool:
         """Store every score and the summary and mark the job done, in one transaction.
 
         True when stored, or when this ``lease`` already stored it (a retry after a commit
@@ -252,10 +250,7 @@ class JobStore(LeaseRecovery):
         with self.db.session() as session, session.begin():
             job = held(session, job_id, worker, lease)
             if job is None:
-                return (
-                    lease is not None
-                    and attempt_outcome(session, job_id, lease) == AttemptOutcome.DONE
-                )
+                return attempt_outcome(session, job_id, lease) == AttemptOutcome.DONE
             check_transition(job.status, JobStatus.DONE)
             session.add_all(_score_rows(job, result))
             image_id = (result.provenance.get("runtime") or {}).get("image_id")
@@ -275,7 +270,7 @@ class JobStore(LeaseRecovery):
         failure: Failure,
         settlement: Settlement,
         *,
-        lease: str | None = None,
+        lease: str,
     ) -> JobStatus | None:
         """Record the failure and apply the lifecycle's settlement (requeued or failed), if
         the claim still holds the job. Returns the new status (None when the lease was lost);
@@ -283,10 +278,7 @@ class JobStore(LeaseRecovery):
         with self.db.session() as session, session.begin():
             job = held(session, job_id, worker, lease)
             if job is None:
-                if (
-                    lease is not None
-                    and attempt_outcome(session, job_id, lease) == AttemptOutcome.FAILED
-                ):
+                if attempt_outcome(session, job_id, lease) == AttemptOutcome.FAILED:
                     return settlement.status
                 return None
             now = self.clock.now()

@@ -175,20 +175,17 @@ def existing(row: RowT | None) -> RowT:
     return row
 
 
-def held_by(job_id: str, worker: str | None, lease: str | None) -> tuple[ColumnElement[bool], ...]:
-    """The condition that the claim ``lease`` (or, without one, any claim of ``worker``)
-    holds the running job ``job_id``. Workers always pass their lease; the worker-id form
-    is for single-worker tools and tests that predate tokens."""
-    if lease is not None:
-        holder = JobRow.lease_token == lease
-    elif worker is not None:
-        holder = JobRow.lease_owner == worker
-    else:
-        raise ValueError("a lease check needs a lease token or a worker id")
-    return (JobRow.id == job_id, holder, JobRow.status == JobStatus.RUNNING)
+def held_by(job_id: str, worker: str | None, lease: str) -> tuple[ColumnElement[bool], ...]:
+    """The condition that the claim ``lease`` holds the running job ``job_id`` (and, when
+    ``worker`` is given, that it was granted to that worker). A worker id alone is never
+    enough: two live workers can share one (two hosts with one hostname)."""
+    holder = [JobRow.lease_token == lease]
+    if worker is not None:
+        holder.append(JobRow.lease_owner == worker)
+    return (JobRow.id == job_id, *holder, JobRow.status == JobStatus.RUNNING)
 
 
-def held(session: Session, job_id: str, worker: str | None, lease: str | None) -> JobRow | None:
+def held(session: Session, job_id: str, worker: str | None, lease: str) -> JobRow | None:
     """The job if it is still held (see held_by), locked for this transaction.
 
     A conditional UPDATE checks ownership and takes the write lock in one statement

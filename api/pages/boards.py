@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from api.leaderboard import leaderboard, viewer_weights
+from api.measurement import fingerprint
 from api.pages.visibility import model_visible
 from api.service import Service
 from configs.schema import TaskSpec
@@ -169,6 +170,8 @@ def page_data(
                 "name": row["name"],
                 **{axis: _json_number(row.get(axis)) for axis in AXES},
                 "memory_peak": _json_number(row.get("memory_peak")),
+                "throughput_mode": row.get("throughput_mode"),
+                "conditions": fingerprint(row),
                 "performance_ci": row.get("performance_ci"),
                 "rounds": [
                     {
@@ -195,6 +198,18 @@ def page_data(
         "tolerance": TOLERANCE,
         "models": models,
     }
+
+
+def condition_marks(result: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """Fingerprint -> the group's letter and label, from the board's ``mixed_conditions``
+    warning (empty when every ranked model was measured alike: no marks then)."""
+    for warning in result.get("warnings") or []:
+        if warning.get("code") == "mixed_conditions":
+            return {
+                g["fingerprint"]: {"letter": g["letter"], "label": g["label"]}
+                for g in warning.get("groups") or []
+            }
+    return {}
 
 
 def _finite(value: Any) -> bool:

@@ -135,6 +135,8 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
             *(f"{r}_{col}" for r in rounds for col in ("performance", "ci_low", "ci_high")),
             "partial",
             "not_scored_on",
+            "throughput_mode",
+            "conditions",
             "unranked_reason",
         ]
     )
@@ -155,11 +157,13 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
             found = by_round.get(r) or {}
             low, high = found.get("performance_ci") or [None, None]
             cells += [found.get("performance"), low, high]
-        cells += [m.get("partial", False), " ".join(m.get("not_scored_on") or []), None]
+        cells += [m.get("partial", False), " ".join(m.get("not_scored_on") or [])]
+        cells += [m.get("throughput_mode"), m.get("conditions"), None]
         writer.writerow(["" if c is None else c for c in cells])
     width = 4 + len(AXES) * 2 + 3 + len(rounds) * 3
     for u in board["unranked"]:
-        writer.writerow(["", u["model_id"], u["name"], *([""] * (width - 3)), "", "", u["reason"]])
+        blanks = [""] * (width - 3 + 4)  # the model's columns, then partial .. conditions
+        writer.writerow(["", u["model_id"], u["name"], *blanks, u["reason"]])
     return out.getvalue()
 
 

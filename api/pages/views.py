@@ -145,6 +145,7 @@ def task_page(task_name: str) -> Any:
     query = _query(weights.to_dict(), round_weights, task)
     data["ties"] = _ties(board)  # the API's 95 % tie groups, for these weights only
     data["ties_for"] = "&".join(f"{k}={v}" for k, v in query.items())
+    data["condition_groups"] = boards.condition_marks(board)  # marks only on mixed boards
     return render_template(
         "pages/leaderboard.html",
         task=task,

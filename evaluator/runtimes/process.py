@@ -24,7 +24,14 @@ import psutil
 
 from configs.schema import Limits
 from configs.vocabulary.failures import FailureCode
-from evaluator.runtimes.runtime import ExitReason, ResourceSample, Runtime, RuntimeInfo
+from evaluator.runtimes.runtime import (
+    ExitReason,
+    ResourceSample,
+    Runtime,
+    RuntimeConditions,
+    RuntimeInfo,
+    cpu_list,
+)
 from evaluator.transport.dialects import DEFAULT_DIALECT, get_dialect
 from evaluator.transport.endpoint import Endpoint
 
@@ -182,3 +189,18 @@ class ProcessRuntime(Runtime):
             self.kind,
             {"command": self.command, "cwd": str(Path(self.cwd)) if self.cwd else None},
         )
+
+    def conditions(self) -> RuntimeConditions:
+        """No limits are applied and no CPUs set apart: the model may use every CPU the
+        worker may (the cpuset recorded), beside the evaluator."""
+        return RuntimeConditions(local=True, cpuset=cpu_list(_affinity(self._proc)))
+
+
+def _affinity(proc: subprocess.Popen[bytes] | None) -> set[int]:
+    """The CPUs the model (else this process) may run on."""
+    if not hasattr(os, "sched_getaffinity"):
+        return set(range(os.cpu_count() or 1))
+    with contextlib.suppress(OSError):
+        if proc is not None and proc.poll() is None:
+            return os.sched_getaffinity(proc.pid)
+    return os.sched_getaffinity(os.getpid())

@@ -7,7 +7,9 @@ Implementations (``process``, ``url``, ``docker``) are thin adapters. Reply vali
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+import itertools
+import math
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -28,6 +30,22 @@ class ResourceSample:
     """Memory of the model's whole process tree / cgroup at one instant, in bytes."""
 
     rss_bytes: int
+
+
+@dataclass(frozen=True)
+class RuntimeConditions:
+    """What a runtime knows of the conditions its model is measured under (None: not
+    known or not applied): the model's cpuset and CPU limit, its memory limit, the
+    evaluator's cpuset, the engine and the cgroup version. ``local``: the model runs on
+    this machine (so this machine's CPU model is the model's); a model behind a URL may not."""
+
+    local: bool = False
+    cpuset: str | None = None
+    cpu_limit: float | None = None
+    memory_limit_bytes: int | None = None
+    evaluator_cpuset: str | None = None
+    engine: str | None = None
+    cgroup_version: str | None = None
 
 
 @dataclass
@@ -74,6 +92,15 @@ class Runtime(abc.ABC):
         """What was run, for provenance (recorded with every result)."""
         return RuntimeInfo(kind=self.kind)
 
+    def evaluator_cpus(self) -> frozenset[int] | None:
+        """CPUs the evaluator's measuring threads should keep to, apart from the model's
+        (None: the model has no CPUs of its own, so anywhere)."""
+        return None
+
+    def conditions(self) -> RuntimeConditions:
+        """The runtime's part of the measurement conditions (recorded with every result)."""
+        return RuntimeConditions()
+
     def __enter__(self) -> Runtime:
         return self
 
@@ -84,3 +111,28 @@ class Runtime(abc.ABC):
 def limits_from_mapping(values: Mapping[str, Any] | None) -> Limits:
     """Limits from a config mapping; unknown keys are rejected by the config loader."""
     return Limits(**dict(values or {}))
+
+
+def cpu_list(cpus: Collection[int]) -> str:
+    """CPUs in the kernel's list format, e.g. ``0-3,6`` (cpuset files, ``docker --cpuset-cpus``)."""
+    ordered = sorted(set(cpus))
+    parts: list[str] = []
+    for _, run in itertools.groupby(enumerate(ordered), lambda pair: pair[1] - pair[0]):
+        members = [cpu for _, cpu in run]
+        first, last = members[0], members[-1]
+        parts.append(str(first) if first == last else f"{first}-{last}")
+    return ",".join(parts)
+
+
+def split_cpus(
+    available: Collection[int], cpu_limit: float
+) -> tuple[frozenset[int], frozenset[int]] | None:
+    """(model's CPUs, evaluator's CPUs): the model gets the highest-numbered ⌈cpu_limit⌉
+    CPUs, always leaving the evaluator at least one; None on one CPU, where a split would
+    leave one side nothing."""
+    ordered = sorted(set(available))
+    if len(ordered) < 2:
+        return None
+    wanted = max(1, math.ceil(cpu_limit))
+    model = ordered[-min(wanted, len(ordered) - 1) :]
+    return frozenset(model), frozenset(ordered[: len(ordered) - len(model)])

@@ -106,8 +106,19 @@ def summarise(
     throughput = profile.get("throughput") or {}
     memory = profile.get("memory") or {}
     summary["throughput"] = throughput.get("examples_per_s")
+    summary["throughput_mode"] = throughput.get("mode")  # offline, or single_stream
     summary["memory"] = memory.get("avg_gib")
     summary["memory_peak"] = memory.get("peak_gib")
     summary["metric"] = task.metric
     summary["performance_ci"] = overall_interval(task, replicates) if replicates else None
+    summary["conditions"] = measured_under(profile)
     return summary, rounds
+
+
+def measured_under(profile: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the leaderboard compares of the measurement conditions: the fingerprint, its
+    label and the comparable fields (None: not recorded)."""
+    conditions = profile.get("conditions")
+    if not isinstance(conditions, Mapping) or "fingerprint" not in conditions:
+        return None
+    return {key: conditions.get(key) for key in ("fingerprint", "label", "comparable")}

@@ -6,7 +6,11 @@ dialect names.
   instances under opaque per-request wire ids; the reply is ``{"predictions": [...]}``.
 * ``dynalab2`` (Dynabench's Dynalab 2.0 containers): ready when ``GET /openapi.json``
   answers 200 or ``GET /`` answers at all; ``POST /model/batch_evaluation`` with
-  ``{"dataset_samples": [...]}``; the reply is a list matched by position (no ids).
+  ``{"dataset_samples": [...]}``; the reply is a list matched by position (no ids). A model
+  that serves only ``POST /model/single_evaluation`` (Dynabench's published templates) gets
+  one flat ``{field: value}`` object per request and answers one object
+  (``evaluator.transport.single_route``). Labels that differ from the task's only in letter
+  case are accepted.
 """
 
 from __future__ import annotations
@@ -38,6 +42,11 @@ class Dialect(abc.ABC):
     probes: tuple[Probe, ...]
     predict_path: str
     uses_wire_ids: bool  # whether answers are matched by id (else by position)
+    # A route taking one example per request, used when the batch route is missing.
+    single_path: str | None = None
+    # Where the model describes its routes (read when it answers a readiness probe).
+    openapi_path: str | None = None
+    fold_label_case: bool = False  # whether "Entailed" may stand for the task's "entailed"
 
     @abc.abstractmethod
     def batch_payload(
@@ -48,6 +57,14 @@ class Dialect(abc.ABC):
     @abc.abstractmethod
     def reply_items(self, reply: Any) -> list[Any]:
         """The per-example answers in a decoded reply (EvaluationError if its shape is wrong)."""
+
+    def single_payload(self, example: Example) -> Any:
+        """The JSON body of one single-example request: input fields only, never labels."""
+        raise NotImplementedError(f"{self.name} has no single-example route")
+
+    def single_item(self, reply: Any) -> Any:
+        """The answer in a decoded single-example reply (EvaluationError if its shape is wrong)."""
+        raise NotImplementedError(f"{self.name} has no single-example route")
 
     def __repr__(self) -> str:
         return f"<dialect {self.name}>"
@@ -80,6 +97,9 @@ class Dynalab2(Dialect):
     probes = (Probe("/openapi.json"), Probe("/", any_status=True))
     predict_path = "/model/batch_evaluation"
     uses_wire_ids = False
+    single_path = "/model/single_evaluation"
+    openapi_path = "/openapi.json"
+    fold_label_case = True
 
     def batch_payload(
         self, task: str, examples: Sequence[Example], wire_ids: Sequence[str] | None
@@ -89,6 +109,15 @@ class Dynalab2(Dialect):
     def reply_items(self, reply: Any) -> list[Any]:
         if not isinstance(reply, list):
             raise EvaluationError(FailureCode.BAD_JSON, "batch_evaluation must answer a list")
+        return reply
+
+    def single_payload(self, example: Example) -> Any:
+        # Flat, as Dynabench's ModelSingleInput schemas declare ({"context", "hypothesis"}).
+        return dict(example.inputs)
+
+    def single_item(self, reply: Any) -> Any:
+        if not isinstance(reply, dict):
+            raise EvaluationError(FailureCode.BAD_JSON, "single_evaluation must answer an object")
         return reply
 
 

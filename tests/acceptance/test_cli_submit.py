@@ -93,7 +93,7 @@ def finish_next_job(
         scores=[Score(ScoreKey("sentiment", "r1", "test", "h" * 64, metric="macro_f1"), 1, 8)],
         provenance={"code_version": "test", "dataset_hashes": {"r1/test": "h" * 64}},
     )
-    assert service.store.finish(claimed.id, "test-worker", result)
+    assert service.store.finish(claimed.id, "test-worker", result, lease=claimed.lease)
     return claimed.model_id
 
 

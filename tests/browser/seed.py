@@ -172,7 +172,7 @@ def finish(service: Service, name: str, evaluation: EvaluationResult) -> str:
     model_id, job_id = service.store.submit(TASK, name, DOCKER)
     claimed = service.store.claim("seed-worker", 60)
     assert claimed is not None and claimed.id == job_id
-    assert service.store.finish(job_id, "seed-worker", evaluation)
+    assert service.store.finish(job_id, "seed-worker", evaluation, lease=claimed.lease)
     return model_id
 
 
@@ -225,5 +225,5 @@ def seed_single(service: Service) -> str:
     model_id, job_id = service.store.submit("nli", "lonely-model", DOCKER)
     claimed = service.store.claim("seed-worker", 60)
     assert claimed is not None and claimed.id == job_id
-    assert service.store.finish(job_id, "seed-worker", evaluation)
+    assert service.store.finish(job_id, "seed-worker", evaluation, lease=claimed.lease)
     return model_id

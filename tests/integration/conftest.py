@@ -270,7 +270,8 @@ def task_dir(tmp_path: Path) -> Path:
         "name: zoo\nversion: 1\ninput_fields: [statement]\n"
         "output: {type: label, labels: [positive, negative, neutral]}\n"
         "metric: accuracy\nbatch_size: 4\nweights: {performance: 1}\n"
-        "profiling: {warmup_batches: 1, min_examples: 8, sample_interval_s: 0.05}\n"
+        "profiling: {warmup_batches: 1, min_examples: 8, sample_interval_s: 0.05,"
+        " min_queries: 4, min_duration_s: 0.01}\n"
         "bootstrap: {n_resamples: 50, seed: 0}\n"
         "rounds:\n  - {name: r1, datasets: [{name: test, path: datasets/zoo.jsonl}]}\n"
     )

@@ -89,7 +89,7 @@ def finished(service: Service, name: str, axes: dict[str, float], task: str = "s
         scores=[Score(key, axes["performance"], 84)],
         provenance={"code_version": "test", "dataset_hashes": {"r1/test": "h" * 64}},
     )
-    assert service.store.finish(job_id, "seed-worker", result)
+    assert service.store.finish(job_id, "seed-worker", result, lease=claimed.lease)
     return model_id
 
 
@@ -541,8 +541,11 @@ def test_submission_status_progress_results_and_scores(
 
 def test_running_submission_shows_progress(client: FlaskClient, service: Service) -> None:
     model_id, job_id = service.store.submit("sentiment", "m", DOCKER)
-    service.store.claim("w", 60)
-    service.store.heartbeat(job_id, "w", 60, 0.5, "round r2 / test: typo")
+    claimed = service.store.claim("w", 60)
+    assert claimed is not None and claimed.id == job_id
+    assert service.store.heartbeat(
+        job_id, "w", 60, 0.5, "round r2 / test: typo", lease=claimed.lease
+    )
     job = client.get(f"/api/v1/submissions/{model_id}").get_json()["job"]
     assert (job["status"], job["progress"], job["stage"]) == (
         "running",

@@ -40,7 +40,7 @@ def finished(service: Service, name: str, axes: tuple[float, ...], ci: Any = Non
     assert job is not None and job.id == job_id
     summary = {**dict(zip(AXES, axes, strict=True)), "metric": "macro_f1", "performance_ci": ci}
     result = EvaluationResult("sentiment", "done", summary=summary, provenance={})
-    assert service.store.finish(job_id, "w", result)
+    assert service.store.finish(job_id, "w", result, lease=job.lease)
     return model_id
 
 
@@ -175,6 +175,7 @@ def test_incomplete_rows_are_unranked_in_order_and_entries_keep_their_fields(
     assert list(entry) == [
         "rank", "model_id", "name", "dynascore", *AXES, "memory_peak", "units", "rounds",
         "performance_ci", "tie_group", "dynascore_ci", "partial", "not_scored_on",
+        "throughput_mode", "conditions",
     ]  # fmt: skip
     assert entry["rounds"] == [
         {"round": "r1", "performance": entry["performance"], "performance_ci": None}

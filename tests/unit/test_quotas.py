@@ -72,7 +72,9 @@ def _end_job(env: Env, code: FailureCode) -> None:
     claimed = env.service.store.claim("w1", 60)
     assert claimed is not None
     settled = Settlement(JobStatus.FAILED, None, "failed")
-    assert env.service.store.fail(claimed.id, "w1", Failure(code, "x"), settled)
+    assert env.service.store.fail(
+        claimed.id, "w1", Failure(code, "x"), settled, lease=claimed.lease
+    )
 
 
 def test_the_daily_quota_refuses_with_its_reset_and_stores_nothing(env: Env) -> None:

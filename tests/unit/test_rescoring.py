@@ -25,7 +25,7 @@ def finish_with_current_data(service: Service, name: str) -> str:
         "toy", "done", summary=summary,
         provenance={"dataset_hashes": dict(service.dataset_hashes("toy"))},
     )  # fmt: skip
-    assert service.store.finish(job.id, "w", result)
+    assert service.store.finish(job.id, "w", result, lease=job.lease)
     return model_id
 
 

@@ -104,13 +104,21 @@ def count(db: Database, table: type) -> int:
         return session.scalar(select(func.count()).select_from(table))
 
 
-def fail(store: JobStore, job: ClaimedJob, failure: Failure, worker: str = "w") -> JobStatus | None:
+def fail(
+    store: JobStore,
+    job: ClaimedJob,
+    failure: Failure,
+    worker: str = "w",
+    *,
+    lease: str | None = None,
+) -> JobStatus | None:
     """What a worker does with a failed attempt: decide with the lifecycle, let the store
-    apply it."""
+    apply it under the claim's lease (``lease`` overrides the token, for intruders)."""
     settlement = DEFAULT_RETRY_POLICY.decide(
         failure.code, job.attempt, job.max_attempts, store.clock.now()
     )
-    return store.fail(job.id, worker, failure, settlement)
+    token = job.lease if lease is None else lease
+    return store.fail(job.id, worker, failure, settlement, lease=token)
 
 
 def requeue_stalled(store: JobStore) -> list[str]:
@@ -238,39 +246,65 @@ def test_heartbeat_extends_lease_and_records_progress(
     store: JobStore, db: Database, clock: ManualClock
 ) -> None:
     _, job_id = store.submit("sentiment", "m", RUNTIME)
-    store.claim("w1", lease_s=60)
+    claimed = claim(store, "w1", lease_s=60)
     clock.advance(30)
-    assert store.heartbeat(job_id, "w1", 600, 0.42, "round r2 / test: typo")
+    assert store.heartbeat(job_id, "w1", 600, 0.42, "round r2 / test: typo", lease=claimed.lease)
     job = job_row(db, job_id)
     assert job.heartbeat_at == clock.now()
     assert job.lease_expires_at == clock.now() + timedelta(seconds=600)
     assert job.progress == pytest.approx(0.42) and job.stage == "round r2 / test: typo"
-    assert store.heartbeat(job_id, "w1", 600, 0.5, "x" * 500)
+    assert store.heartbeat(job_id, "w1", 600, 0.5, "x" * 500, lease=claimed.lease)
     assert len(job_row(db, job_id).stage) == 200
 
 
 def test_heartbeat_by_a_non_owner_fails(store: JobStore, db: Database) -> None:
     _, job_id = store.submit("sentiment", "m", RUNTIME)
-    store.claim("w1", lease_s=60)
-    assert not store.heartbeat(job_id, "intruder", 600, 0.9, "stolen")
+    claimed = claim(store, "w1", lease_s=60)
+    assert not store.heartbeat(job_id, "intruder", 600, 0.9, "stolen", lease="intruder-token")
+    # the owner's token presented under another worker id is no better
+    assert not store.heartbeat(job_id, "intruder", 600, 0.9, "stolen", lease=claimed.lease)
     job = job_row(db, job_id)
     assert job.progress == 0.0 and job.stage == "claimed"
-    assert not store.heartbeat("no-such-job", "w1", 60, 0.1, "x")
+    assert job.lease_expires_at == job.started_at + timedelta(seconds=60)  # not extended
+    assert not store.heartbeat("no-such-job", "w1", 60, 0.1, "x", lease=claimed.lease)
 
 
 def test_heartbeat_after_finish_fails(store: JobStore) -> None:
     _, job_id = store.submit("sentiment", "m", RUNTIME)
-    store.claim("w1", 60)
-    assert store.finish(job_id, "w1", result())
-    assert not store.heartbeat(job_id, "w1", 60, 0.5, "late")
+    claimed = claim(store, "w1")
+    assert store.finish(job_id, "w1", result(), lease=claimed.lease)
+    assert not store.heartbeat(job_id, "w1", 60, 0.5, "late", lease=claimed.lease)
+
+
+def test_the_right_worker_id_with_a_wrong_token_is_refused(
+    store: JobStore, db: Database, clock: ManualClock
+) -> None:
+    """The token, not the worker id, proves the claim: another live worker sharing the id
+    (two hosts with one hostname) cannot heartbeat, finish or fail a job it never claimed."""
+    _, job_id = store.submit("sentiment", "m", RUNTIME)
+    claimed = claim(store, "w1")
+    clock.advance(10)
+    forged = "0" * len(claimed.lease)
+    assert forged != claimed.lease
+    assert not store.heartbeat(job_id, "w1", 600, 0.9, "stolen", lease=forged)
+    assert not store.finish(job_id, "w1", result(), lease=forged)
+    assert fail(store, claimed, Failure(FailureCode.CRASHED, "x"), "w1", lease=forged) is None
+    job = job_row(db, job_id)
+    assert (job.status, job.lease_owner, job.lease_token) == ("running", "w1", claimed.lease)
+    assert (job.progress, job.stage, job.heartbeat_at) == (0.0, "claimed", job.started_at)
+    assert count(db, ScoreRow) == 0 and count(db, ResultRow) == 0
+    assert [a.outcome for a in attempts(db, job_id)] == [None]
+    # the real claim still holds the job
+    assert store.heartbeat(job_id, "w1", 60, 0.5, "working", lease=claimed.lease)
+    assert store.finish(job_id, "w1", result(), lease=claimed.lease)
 
 
 # -- finish ----------------------------------------------------------------------------------
 def test_finish_stores_every_score_and_the_result(store: JobStore, db: Database) -> None:
     model_id, job_id = store.submit("sentiment", "m", RUNTIME)
-    store.claim("w1", 60)
+    claimed = claim(store, "w1")
     outcome = result(80.0)
-    assert store.finish(job_id, "w1", outcome)
+    assert store.finish(job_id, "w1", outcome, lease=claimed.lease)
     job = job_row(db, job_id)
     assert job.status == JobStatus.DONE and job.progress == 1.0 and job.finished_at is not None
     assert job.lease_owner is None and job.lease_expires_at is None
@@ -290,8 +324,10 @@ def test_finish_stores_every_score_and_the_result(store: JobStore, db: Database)
 
 def test_finish_by_a_non_owner_stores_nothing(store: JobStore, db: Database) -> None:
     _, job_id = store.submit("sentiment", "m", RUNTIME)
-    store.claim("w1", 60)
-    assert not store.finish(job_id, "w2", result())
+    claimed = claim(store, "w1")
+    assert not store.finish(job_id, "w2", result(), lease="w2-token")
+    # the owner's token presented under another worker id is no better
+    assert not store.finish(job_id, "w2", result(), lease=claimed.lease)
     assert job_row(db, job_id).status == JobStatus.RUNNING
     assert count(db, ScoreRow) == 0 and count(db, ResultRow) == 0
 
@@ -300,23 +336,29 @@ def test_finish_with_a_duplicate_score_key_rolls_back_everything(
     store: JobStore, db: Database
 ) -> None:
     _, job_id = store.submit("sentiment", "m", RUNTIME)
-    store.claim("w1", 60)
+    claimed = claim(store, "w1")
     duplicate = [Score(key("r1"), 1.0, 10), Score(key("r2"), 2.0, 10), Score(key("r1"), 3.0, 10)]
     with pytest.raises(IntegrityError):
-        store.finish(job_id, "w1", result(scores=duplicate))
+        store.finish(job_id, "w1", result(scores=duplicate), lease=claimed.lease)
     job = job_row(db, job_id)
     assert job.status == JobStatus.RUNNING and job.lease_owner == "w1"
     assert count(db, ScoreRow) == 0 and count(db, ResultRow) == 0
     assert [a.outcome for a in attempts(db, job_id)] == [None]
-    assert store.finish(job_id, "w1", result())  # the worker still holds the job
+    assert store.finish(job_id, "w1", result(), lease=claimed.lease)  # still holds the job
 
 
-def test_finish_twice_is_refused(store: JobStore, db: Database) -> None:
+def test_finish_twice_stores_once(store: JobStore, db: Database) -> None:
+    """A second finish writes nothing: by the same claim it is acknowledged as already
+    recorded (a retry after a lost acknowledgement), by any other token it is refused."""
     _, job_id = store.submit("sentiment", "m", RUNTIME)
-    store.claim("w1", 60)
-    assert store.finish(job_id, "w1", result())
-    assert not store.finish(job_id, "w1", result())
-    assert count(db, ResultRow) == 1
+    claimed = claim(store, "w1")
+    assert store.finish(job_id, "w1", result(80.0), lease=claimed.lease)
+    assert store.finish(job_id, "w1", result(10.0), lease=claimed.lease)
+    assert not store.finish(job_id, "w1", result(10.0), lease="another-claim")
+    assert count(db, ResultRow) == 1 and count(db, ScoreRow) == len(result().scores)
+    with db.session() as session:
+        assert session.get(ResultRow, job_id).summary["performance"] == 80.0
+    assert [a.outcome for a in attempts(db, job_id)] == ["done"]
 
 
 # -- fail and retry --------------------------------------------------------------------------
@@ -380,21 +422,27 @@ def test_the_store_applies_the_settlement_it_is_given(
     fault = Failure(FailureCode.PLATFORM_ERROR, "x")
     later = clock.now() + timedelta(hours=2)
     told = Settlement(JobStatus.QUEUED, later, "parked by the operator")
-    assert store.fail(claim(store).id, "w", fault, told) == JobStatus.QUEUED
+    first = claim(store)
+    assert store.fail(first.id, "w", fault, told, lease=first.lease) == JobStatus.QUEUED
     job = job_row(db, job_id)
     assert (job.status, job.available_at, job.stage) == ("queued", later, "parked by the operator")
     clock.advance(7200)
     claimed = claim(store)
     with pytest.raises(IllegalTransition, match="from running to running"):
-        store.fail(claimed.id, "w", fault, Settlement(JobStatus.RUNNING, None, "limbo"))
+        limbo = Settlement(JobStatus.RUNNING, None, "limbo")
+        store.fail(claimed.id, "w", fault, limbo, lease=claimed.lease)
     assert [a.outcome for a in attempts(db, job_id)] == ["failed", None]  # rolled back
 
 
 def test_fail_by_a_non_owner_is_ignored(store: JobStore, db: Database) -> None:
     _, job_id = store.submit("sentiment", "m", RUNTIME)
     claimed = claim(store, "w1")
-    assert fail(store, claimed, Failure(FailureCode.CRASHED, "x"), "w2") is None
+    crash = Failure(FailureCode.CRASHED, "x")
+    assert fail(store, claimed, crash, "w2", lease="w2-token") is None
+    # the owner's token presented under another worker id is no better
+    assert fail(store, claimed, crash, "w2") is None
     assert job_row(db, job_id).status == JobStatus.RUNNING
+    assert [a.outcome for a in attempts(db, job_id)] == [None]
 
 
 # -- stalled jobs ----------------------------------------------------------------------------
@@ -402,7 +450,7 @@ def test_requeue_stalled_requeues_an_expired_lease(
     store: JobStore, db: Database, clock: ManualClock
 ) -> None:
     _, job_id = store.submit("sentiment", "m", RUNTIME)
-    store.claim("dead-worker", lease_s=60)
+    dead = claim(store, "dead-worker", lease_s=60)
     clock.advance(60)
     assert requeue_stalled(store) == []  # lease still valid up to its last instant
     clock.advance(1)
@@ -416,21 +464,25 @@ def test_requeue_stalled_requeues_an_expired_lease(
         ("dead-worker", "lost", "worker_lost")
     ]
     assert history[0].finished_at == clock.now()
-    assert not store.heartbeat(job_id, "dead-worker", 60, 0.5, "zombie")
-    assert not store.finish(job_id, "dead-worker", result())  # a zombie cannot finish it
+    # a zombie, token in hand, can neither renew nor finish the lease it lost
+    assert not store.heartbeat(job_id, "dead-worker", 60, 0.5, "zombie", lease=dead.lease)
+    assert not store.finish(job_id, "dead-worker", result(), lease=dead.lease)
     clock.advance(5)
     again = claim(store, "w2")
     assert again.id == job_id and again.attempt == 2
-    assert store.finish(job_id, "w2", result())
+    # nor once another worker has taken the job over
+    assert not store.heartbeat(job_id, "dead-worker", 60, 0.5, "zombie", lease=dead.lease)
+    assert not store.finish(job_id, "dead-worker", result(), lease=dead.lease)
+    assert store.finish(job_id, "w2", result(), lease=again.lease)
     assert [a.outcome for a in attempts(db, job_id)] == ["lost", "done"]
 
 
 def test_a_heartbeat_keeps_a_lease_from_expiring(store: JobStore, clock: ManualClock) -> None:
     _, job_id = store.submit("sentiment", "m", RUNTIME)
-    store.claim("w1", lease_s=60)
+    claimed = claim(store, "w1", lease_s=60)
     for _ in range(10):  # ten minutes of work, a beat every 50 s
         clock.advance(50)
-        assert store.heartbeat(job_id, "w1", 60, 0.5, "working")
+        assert store.heartbeat(job_id, "w1", 60, 0.5, "working", lease=claimed.lease)
         assert requeue_stalled(store) == []
 
 
@@ -463,9 +515,10 @@ def test_requeue_stalled_leaves_live_and_finished_jobs_alone(
     _, live = store.submit("sentiment", "live", RUNTIME)
     clock.advance(1)  # claims go oldest first: equal times would make the order arbitrary
     _, done = store.submit("sentiment", "done", RUNTIME)
-    store.claim("w1", 600)
-    store.claim("w2", 600)
-    store.finish(done, "w2", result())
+    claim(store, "w1", 600)
+    second = claim(store, "w2", 600)
+    assert second.id == done
+    assert store.finish(done, "w2", result(), lease=second.lease)
     clock.advance(599)
     assert requeue_stalled(store) == []
     assert job_row(db, live).status == JobStatus.RUNNING
@@ -480,15 +533,15 @@ def test_queries_submission_status_results_and_scores(store: JobStore, db: Datab
     queued = queries.submission(model_id)
     assert queued["job"]["status"] == "queued" and queued["results"] is None
     assert "secret" not in queued["runtime"]
-    store.claim("w1", 60)
-    store.heartbeat(job_id, "w1", 60, 0.25, "round r1")
+    claimed = claim(store, "w1")
+    assert store.heartbeat(job_id, "w1", 60, 0.25, "round r1", lease=claimed.lease)
     running = queries.submission(model_id)["job"]
     assert (running["status"], running["progress"], running["stage"]) == (
         "running",
         0.25,
         "round r1",
     )
-    store.finish(job_id, "w1", result(75.0))
+    assert store.finish(job_id, "w1", result(75.0), lease=claimed.lease)
     done = queries.submission(model_id, with_scores=True)
     assert done["job"]["status"] == "done" and done["job"]["finished_at"].endswith("Z")
     assert done["results"]["performance"] == 75.0
@@ -507,11 +560,12 @@ def test_queries_leaderboard_rows_keep_each_models_newest_result(
     first, job1 = store.submit("sentiment", "a", RUNTIME)
     clock.advance(1)  # claims go oldest first: equal times would make the order arbitrary
     second, job2 = store.submit("sentiment", "b", RUNTIME)
+    clock.advance(1)
     store.submit("sentiment", "queued-only", RUNTIME)
-    store.claim("w", 60)
-    store.finish(job1, "w", result(60.0))
-    store.claim("w", 60)
-    store.finish(job2, "w", result(70.0))
+    for job_id, performance in ((job1, 60.0), (job2, 70.0)):
+        claimed = claim(store)
+        assert claimed.id == job_id
+        assert store.finish(job_id, "w", result(performance), lease=claimed.lease)
     rows = {row["name"]: row for row in queries.leaderboard_rows("sentiment")}
     assert set(rows) == {"a", "b"}
     assert rows["a"]["performance"] == 60.0 and rows["b"]["model_id"] == second
@@ -529,8 +583,8 @@ def test_a_retry_that_succeeds_shows_no_failure(
     fault = Failure(FailureCode.PLATFORM_ERROR, "docker engine went away", "log")
     assert fail(store, claim(store), fault) == JobStatus.QUEUED
     clock.advance(5)
-    claim(store)
-    assert store.finish(job_id, "w", result())
+    retried = claim(store)
+    assert store.finish(job_id, "w", result(), lease=retried.lease)
     job = job_row(db, job_id)
     assert job.status == JobStatus.DONE
     assert (job.failure_code, job.failure_message, job.log_tail) == (None, None, None)

@@ -208,11 +208,16 @@ def test_a_queued_job_cancelled_never_runs(store: JobStore) -> None:
 
 def test_a_running_job_cancelled_loses_its_lease(store: JobStore) -> None:
     model_id, job_id = store.submit("sentiment", "m", FAKE)
-    assert store.claim("w", 60) is not None
+    claimed = store.claim("w", 60)
+    assert claimed is not None and claimed.id == job_id
     assert store.cancel(model_id, "stop").status == "running"
-    assert not store.heartbeat(job_id, "w", 60, 0.5, "round r1 / test: original")
+    # the worker, its own token in hand, has lost the lease all the same
+    assert not store.heartbeat(
+        job_id, "w", 60, 0.5, "round r1 / test: original", lease=claimed.lease
+    )
     late = EvaluationResult("sentiment", "done", summary={"performance": 1.0})
-    assert not store.finish(job_id, "w", late)  # the worker's late result changes nothing
+    # the worker's late result changes nothing
+    assert not store.finish(job_id, "w", late, lease=claimed.lease)
     job = job_row(store, job_id)
     assert (job.status, job.failure_code, job.lease_owner) == ("failed", "cancelled", None)
     with store.db.session() as session:
@@ -223,8 +228,10 @@ def test_a_running_job_cancelled_loses_its_lease(store: JobStore) -> None:
 
 def test_a_finished_job_is_not_cancelled(store: JobStore) -> None:
     model_id, job_id = store.submit("sentiment", "m", FAKE)
-    assert store.claim("w", 60) is not None
-    assert store.finish(job_id, "w", EvaluationResult("sentiment", "done", summary={}))
+    claimed = store.claim("w", 60)
+    assert claimed is not None and claimed.id == job_id
+    done = EvaluationResult("sentiment", "done", summary={})
+    assert store.finish(job_id, "w", done, lease=claimed.lease)
     outcome = store.cancel(model_id, "late")
     assert (outcome.status, outcome.cancelled) == ("done", False)
     assert job_row(store, job_id).status == "done"
@@ -373,7 +380,8 @@ def test_a_queued_jobs_place_and_estimated_start(service: Service) -> None:
         claimed = store.claim("w1", 600)
         assert claimed is not None
         clock.advance(run_s)
-        assert store.finish(claimed.id, "w1", EvaluationResult("sentiment", "done", summary={}))
+        done = EvaluationResult("sentiment", "done", summary={})
+        assert store.finish(claimed.id, "w1", done, lease=claimed.lease)
     assert store.claim("w1", 600) is not None
     last = place(ids[3])
     assert (last["ahead"], last["workers"], last["median_run_s"]) == (0, 1, 20.0)
@@ -389,9 +397,11 @@ def test_the_estimate_waits_for_workers_in_waves(service: Service) -> None:
     assert isinstance(clock, ManualClock)
     store = service.store
     done = store.submit("sentiment", "done", DOCKER)[1]
-    assert store.claim("w1", 600) is not None
+    claimed = store.claim("w1", 600)
+    assert claimed is not None and claimed.id == done
     clock.advance(60)
-    assert store.finish(done, "w1", EvaluationResult("sentiment", "done", summary={}))
+    result = EvaluationResult("sentiment", "done", summary={})
+    assert store.finish(done, "w1", result, lease=claimed.lease)
     ids = [submitted_later(service, f"m{i}") for i in range(7)]
     assert store.claim("w1", 600) and store.claim("w2", 600)  # two live workers
     found = Queries(service.db).submission(ids[6], now=clock.now())

@@ -111,13 +111,23 @@
     return m.page ? '<a href="/models/' + encodeURIComponent(m.model_id) + '">' + esc(m.name) + "</a>" : esc(m.name);
   }
 
+  // How the throughput was measured, and under which conditions when the board mixes them
+  // (the server renders the same markup: pages/leaderboard.html).
+  function throughputMarks(m) {
+    var marks = "";
+    if (m.throughput_mode === "single_stream") marks += '<span class="mode" title="served one example per request: a single-stream figure, not batched">single-stream</span>';
+    var group = (data.condition_groups || {})[m.conditions];
+    if (group) marks += '<span class="cond" title="' + esc(group.label) + '">conditions ' + esc(group.letter) + "</span>";
+    return marks;
+  }
+
   function row(e, result, tied, q) {
     var m = e.model;
     var cells = ['<td class="n rank">' + e.rank + (tied ? '<span class="tie" title="tied">=</span>' : "") + "</td>"];
     cells.push('<th scope="row">' + modelLink(m) + "</th>");
     cells.push('<td class="n score">' + (result.defined ? fmt(e.dynascore, 2) : '<span class="undef" title="undefined">—</span>') + "</td>");
     cells.push('<td class="n">' + fmt(m.performance, 1) + ci(m.performance_ci) + "</td>");
-    cells.push('<td class="n">' + fmt(m.throughput, 0) + "</td>");
+    cells.push('<td class="n">' + fmt(m.throughput, 0) + throughputMarks(m) + "</td>");
     cells.push('<td class="n" title="peak ' + fmt(m.memory_peak, 3) + ' GiB">' + fmt(m.memory, 3) + "</td>");
     cells.push('<td class="n">' + fmt(m.robustness, 1) + "</td>");
     cells.push('<td class="n">' + fmt(m.fairness, 1) + "</td>");

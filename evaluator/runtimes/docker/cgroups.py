@@ -21,7 +21,7 @@ _V2_NAMES = {
     "memory.usage_in_bytes": "memory.current",
     "memory.oom_control": "memory.events",
 }
-_V2_KEYS = {"total_inactive_file": "inactive_file"}
+_V2_KEYS = {"total_inactive_file": "inactive_file", "total_mapped_file": "file_mapped"}
 
 
 def memory_limit_bytes(limits: Limits) -> int:
@@ -90,8 +90,9 @@ class ContainerCgroup:
 
 
 class ResourceMeter:
-    """Samples a container's memory, page cache excluded, and keeps the peaks of memory and
-    pids seen; the peaks outlive the container, for the exit diagnosis."""
+    """Samples a container's memory, unmapped page cache excluded (``resident``), and keeps
+    the peaks of memory and pids seen; the peaks outlive the container, for the exit
+    diagnosis."""
 
     def __init__(self, client: docker.DockerClient) -> None:
         self.client = client
@@ -109,7 +110,8 @@ class ResourceMeter:
             except (OSError, ValueError):
                 return None
             inactive = cgroup.read_int("memory", "memory.stat", "total_inactive_file")
-            rss = max(0, total - inactive)
+            mapped = cgroup.read_int("memory", "memory.stat", "total_mapped_file")
+            rss = resident(total, inactive, mapped)
             self.peak_pids = max(self.peak_pids, cgroup.pids_current())
         else:
             api_rss = api_memory(self.client, container_id)
@@ -120,8 +122,16 @@ class ResourceMeter:
         return ResourceSample(rss)
 
 
+def resident(usage: int, inactive_file: int, mapped_file: int) -> int:
+    """The cgroup's usage minus page cache nobody maps: the inactive file list is dropped,
+    but the mapped file pages it holds (the interpreter, shared libraries: the process's
+    resident set counts them) are added back, up to the list's size. Without that a
+    process measured ~3 % under its own VmRSS (examples/calibration, 300 MiB)."""
+    return max(0, usage - inactive_file + min(mapped_file, inactive_file))
+
+
 def api_memory(client: docker.DockerClient, container_id: str | None) -> int | None:
-    """Memory minus inactive page cache as the engine's (slow) stats API reports it."""
+    """Memory as ``resident`` counts it, from the engine's (slow) stats API."""
     if container_id is None:
         return None
     try:
@@ -133,4 +143,5 @@ def api_memory(client: docker.DockerClient, container_id: str | None) -> int | N
         return None
     detail = memory.get("stats") or {}
     cache = detail.get("total_inactive_file", detail.get("inactive_file", 0))
-    return max(0, int(memory["usage"]) - int(cache))
+    mapped = detail.get("total_mapped_file", detail.get("file_mapped", 0))
+    return resident(int(memory["usage"]), int(cache), int(mapped))

@@ -20,9 +20,11 @@ The cgroup readings and memory sampling live in ``cgroups``, the exit diagnosis 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
-from collections.abc import Iterable
+import weakref
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,15 @@ from evaluator.runtimes.docker import exits, objects, sandbox, self_container
 from evaluator.runtimes.docker.cgroups import ContainerCgroup, ResourceMeter, memory_limit_bytes
 from evaluator.runtimes.docker.engine_faults import classify
 from evaluator.runtimes.docker.images import ImageRef, check_size, image_ref, release
-from evaluator.runtimes.runtime import ExitReason, ResourceSample, Runtime, RuntimeInfo
+from evaluator.runtimes.runtime import (
+    ExitReason,
+    ResourceSample,
+    Runtime,
+    RuntimeConditions,
+    RuntimeInfo,
+    cpu_list,
+    split_cpus,
+)
 from evaluator.transport.dialects import DEFAULT_DIALECT, get_dialect
 from evaluator.transport.endpoint import Endpoint
 
@@ -51,6 +61,9 @@ class DockerRuntime(Runtime):
     ``lease``: the job lease owning this run (labelled on every object, see ``reaper``).
     ``guard_lifetime_s``: when the sandbox ends by itself (default: the hard-stop timeout
     plus a margin, so a live owner always stops it first).
+    ``host_cpus``: the CPUs to share between model and evaluator (default: this process's
+    affinity; the engine is on this host). With more than one, the model gets its own
+    cpuset (``split_cpus``) and the evaluator's measuring threads keep to the rest.
     """
 
     kind = "docker"
@@ -70,6 +83,7 @@ class DockerRuntime(Runtime):
         own_tags: Iterable[str] = (),
         lease: str | None = None,
         guard_lifetime_s: float | None = None,
+        host_cpus: Collection[int] | None = None,
     ) -> None:
         self.image = image
         self.limits = limits
@@ -98,6 +112,8 @@ class DockerRuntime(Runtime):
         self.remove_image_on_stop = remove_image_on_stop
         self.own_tags = tuple(own_tags)
         self.image_removed: bool | None = None  # set by stop() when removal was asked for
+        self.host_cpus = frozenset(host_cpus if host_cpus is not None else _own_cpus())
+        self.cpu_split = split_cpus(self.host_cpus, limits.cpus)
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> Endpoint:
@@ -174,6 +190,7 @@ class DockerRuntime(Runtime):
             "memswap_limit": memory,
             "mem_swappiness": 0,
             "nano_cpus": int(limits.cpus * 1e9),
+            **({"cpuset_cpus": cpu_list(self.cpu_split[0])} if self.cpu_split else {}),
             "pids_limit": limits.pids,
             "read_only": True,
             "tmpfs": {"/tmp": f"size={limits.tmpfs_mib}m,mode=1777,nosuid,nodev"},
@@ -295,6 +312,25 @@ class DockerRuntime(Runtime):
         raw = self.client.api.logs(self.container_id, stdout=True, stderr=True, tail=lines)
         return raw[-max_bytes:].decode("utf-8", "replace")
 
+    # -- measurement conditions ---------------------------------------------------------------
+    def evaluator_cpus(self) -> frozenset[int] | None:
+        """The CPUs left to the evaluator when the model has its own (None on one CPU)."""
+        return self.cpu_split[1] if self.cpu_split else None
+
+    def conditions(self) -> RuntimeConditions:
+        """The model's cpuset (its own, or every CPU when there is only one), CPU and memory
+        limits, the evaluator's cpuset, the engine's version and its cgroup version."""
+        engine, cgroup = _engine_facts(self.client)
+        return RuntimeConditions(
+            local=True,  # the engine is this host's (host_cpus and the cpuset assume so)
+            cpuset=cpu_list(self.cpu_split[0] if self.cpu_split else self.host_cpus),
+            cpu_limit=self.limits.cpus,
+            memory_limit_bytes=memory_limit_bytes(self.limits),
+            evaluator_cpuset=cpu_list(self.cpu_split[1]) if self.cpu_split else None,
+            engine=engine,
+            cgroup_version=cgroup,
+        )
+
     def info(self) -> RuntimeInfo:
         """Image id/digest, limits applied, user, network mode (recorded with every result)."""
         ref = self.ref
@@ -313,6 +349,7 @@ class DockerRuntime(Runtime):
                     "memory_bytes": memory_limit_bytes(self.limits),
                     "swap": "off",
                     "cpus": self.limits.cpus,
+                    "cpuset_cpus": cpu_list(self.cpu_split[0]) if self.cpu_split else None,
                     "pids": self.limits.pids,
                     "tmpfs_mib": self.limits.tmpfs_mib,
                     "read_only_root": True,
@@ -322,3 +359,32 @@ class DockerRuntime(Runtime):
                 "run_id": self.run_id,
             },
         )
+
+
+def _own_cpus() -> frozenset[int]:
+    """The CPUs this process may use (its main thread's: a worker thread may be pinned)."""
+    if hasattr(os, "sched_getaffinity"):
+        return frozenset(os.sched_getaffinity(os.getpid()))
+    return frozenset(range(os.cpu_count() or 1))
+
+
+_FACTS: weakref.WeakKeyDictionary[docker.DockerClient, tuple[str | None, str | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _engine_facts(client: docker.DockerClient) -> tuple[str | None, str | None]:
+    """("docker <version>", cgroup version) of the engine; Nones when it does not say. Kept
+    per client once known: both calls cost a round trip and neither changes while it runs."""
+    known = _FACTS.get(client)
+    if known is not None:
+        return known
+    try:
+        version = client.version().get("Version")
+        cgroup = client.info().get("CgroupVersion")
+    except (APIError, DockerException, AttributeError):
+        return None, None  # not kept: the next run asks again
+    facts = (f"docker {version}" if version else None), (str(cgroup) if cgroup else None)
+    with contextlib.suppress(TypeError):  # a client that cannot be weakly referenced
+        _FACTS[client] = facts
+    return facts

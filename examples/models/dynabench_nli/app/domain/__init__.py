@@ -1,0 +1,1 @@
+"""The model itself (in Dynabench's templates, the part a submitter writes)."""

@@ -1,0 +1,89 @@
+"""The calibration servers (examples/calibration/) in the Docker sandbox: the evaluator's
+throughput and memory figures within the issue's targets (throughput 0.97-1.03 of the
+truth, memory within 5 % of the resident size the server holds), one run per case.
+The url and process runtimes: tests/unit/test_calibration.py; repeated runs and CV:
+benchmarks/bench_fidelity.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.bench_fidelity import (
+    CALIBRATION,
+    MEMORY_BOUNDS,
+    STYLES,
+    THROUGHPUT_BOUNDS,
+    Case,
+    calibration_task,
+    image_tag,
+    in_bounds,
+    measure,
+)
+from configs.schema import TaskSpec
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+# 8 ms/example (the benchmark keeps the issue's 4 ms): a 256 ms batch leaves room within
+# the 3 % target for a scheduling hiccup on a busy CI machine. One timed offline pass of 6
+# batches (~1.5 s) and a short single-stream pass: a stable figure in a few seconds.
+SERVICE_MS = 8.0
+PROFILING: dict[str, Any] = {
+    "repeats": 1,
+    "min_examples": 192,
+    "min_duration_s": 0.5,
+    "min_queries": 16,
+}
+
+
+@pytest.fixture(scope="module")
+def calibration_image(docker_client: Any, base_image: str) -> Callable[[str], str]:
+    """Build (Docker's cache) and return the tag of a calibration style's image."""
+    built: dict[str, str] = {}
+
+    def get(style: str) -> str:
+        if style not in built:
+            docker_client.images.build(
+                path=str(CALIBRATION),
+                dockerfile=f"Dockerfile.{style}",
+                tag=image_tag(style),
+                rm=True,
+                forcerm=True,
+                network_mode="none",
+            )
+            built[style] = image_tag(style)
+        return built[style]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def task_and_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[TaskSpec, Path]:
+    config_dir = tmp_path_factory.mktemp("calibration")
+    return calibration_task(config_dir, examples=32, **PROFILING), config_dir
+
+
+@pytest.mark.parametrize(
+    ("style", "resident_mib"), [("stdlib", 300), ("fastapi", 300), ("flask", 1024)]
+)
+def test_the_sandboxed_calibration_server_is_measured_within_the_targets(
+    calibration_image: Callable[[str], str],
+    task_and_dir: tuple[TaskSpec, Path],
+    owner: str,
+    docker_client: Any,
+    style: str,
+    resident_mib: int,
+) -> None:
+    assert style in STYLES
+    calibration_image(style)
+    task, config_dir = task_and_dir
+    case = Case(style, "docker", resident_mib, SERVICE_MS)
+    measured = measure(case, task, config_dir, owner=owner, client=docker_client)
+    ratio = measured.examples_per_s / case.true_examples_per_s
+    assert in_bounds(ratio, THROUGHPUT_BOUNDS), f"throughput {ratio:.4f} of the truth"
+    assert measured.memory_mib is not None
+    memory = measured.memory_mib / resident_mib
+    assert in_bounds(memory, MEMORY_BOUNDS), f"memory {memory:.4f} of the truth"

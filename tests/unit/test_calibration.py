@@ -1,0 +1,128 @@
+"""The calibration servers (examples/calibration/) and what the evaluator measures of them.
+
+The servers' truth is known by construction: a busy service time per example (so a true
+throughput) and a total resident size. Evaluated through the real pipeline by the url and
+process runtimes (the docker runtime: tests/integration/test_docker_calibration.py), each
+style must be measured within the issue's targets: throughput 0.97-1.03 of the truth,
+memory within 5 %. One run per case, kept short; the benchmark repeats them
+(benchmarks/bench_fidelity.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from benchmarks.bench_fidelity import (
+    CALIBRATION,
+    MEMORY_BOUNDS,
+    STYLES,
+    THROUGHPUT_BOUNDS,
+    Case,
+    calibration_task,
+    in_bounds,
+    measure,
+)
+from configs.schema import TaskSpec
+
+MIB = 1024 * 1024
+RESIDENT_MIB = 300
+# 8 ms/example (the benchmark keeps the issue's 4 ms): a 256 ms batch leaves room within
+# the 3 % target for a scheduling hiccup on a busy CI machine. One timed offline pass of 6
+# batches (~1.5 s) and a short single-stream pass: a stable figure in a few seconds.
+SERVICE_MS = 8.0
+PROFILING: dict[str, Any] = {
+    "repeats": 1,
+    "min_examples": 192,
+    "min_duration_s": 0.5,
+    "min_queries": 16,
+}
+
+
+@pytest.fixture(scope="module")
+def calibration() -> ModuleType:
+    """examples/calibration/calibration.py, loaded under a name of its own."""
+    spec = importlib.util.spec_from_file_location(
+        "dynaeval_calibration", CALIBRATION / "calibration.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def task_and_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[TaskSpec, Path]:
+    config_dir = tmp_path_factory.mktemp("calibration")
+    return calibration_task(config_dir, examples=32, **PROFILING), config_dir
+
+
+# -- the calibration knobs themselves -------------------------------------------------------
+def test_predictions_echo_every_uid_with_the_configured_label(
+    calibration: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DYNAEVAL_CAL_SERVICE_MS", "0")
+    monkeypatch.setenv("DYNAEVAL_CAL_LABEL", "neutral")
+    got = calibration.predict([{"uid": "a", "statement": "x"}, {"uid": "b"}])
+    assert got == [{"uid": "a", "label": "neutral"}, {"uid": "b", "label": "neutral"}]
+
+
+def test_a_batch_is_busy_for_its_whole_service_time(
+    calibration: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Busy, not asleep: the batch takes its wall time, and spends CPU on it (a sleeping
+    server would spend next to none; a loaded machine may take some of it away)."""
+    monkeypatch.setenv("DYNAEVAL_CAL_SERVICE_MS", "5")
+    wall, cpu = time.perf_counter(), time.process_time()
+    calibration.predict([{"uid": str(i)} for i in range(10)])
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    assert wall >= 0.050
+    assert cpu >= wall / 10
+
+
+def test_the_pad_holds_the_whole_process_at_its_target(calibration: ModuleType) -> None:
+    start = calibration.resident_bytes()
+    pad = calibration.ResidentPad(start + 64 * MIB)
+    pad.settle()
+    assert abs(calibration.resident_bytes() - (start + 64 * MIB)) <= MIB
+    pad.target = start + 16 * MIB  # a lower target hands memory back
+    pad.settle()
+    assert abs(calibration.resident_bytes() - (start + 16 * MIB)) <= MIB
+    pad.target = 0
+    pad.settle()
+    assert pad.padded() == 0
+
+
+# -- measured by the evaluator --------------------------------------------------------------
+@pytest.mark.parametrize("runtime", ["url", "process"])
+@pytest.mark.parametrize("style", STYLES)
+def test_the_evaluator_measures_the_calibration_server_within_the_targets(
+    task_and_dir: tuple[TaskSpec, Path], style: str, runtime: str
+) -> None:
+    task, config_dir = task_and_dir
+    case = Case(style, runtime, RESIDENT_MIB, SERVICE_MS)
+    measured = measure(case, task, config_dir, owner="pytest-calibration")
+    ratio = measured.examples_per_s / case.true_examples_per_s
+    assert in_bounds(ratio, THROUGHPUT_BOUNDS), f"throughput {ratio:.4f} of the truth"
+    if runtime == "url":  # the url runtime never knows the model's process
+        assert measured.memory_mib is None
+        return
+    assert measured.memory_mib is not None
+    memory = measured.memory_mib / RESIDENT_MIB
+    assert in_bounds(memory, MEMORY_BOUNDS), f"memory {memory:.4f} of the truth"
+
+
+def test_the_docker_meter_keeps_mapped_files_and_drops_unmapped_cache() -> None:
+    """A container's interpreter and libraries are mapped file pages on the inactive list:
+    they are part of its resident set (VmRSS) and stay counted; unmapped cache does not."""
+    from evaluator.runtimes.docker.cgroups import resident
+
+    usage, inactive = 308 * MIB, 15 * MIB  # the stdlib server at 300 MiB, measured
+    assert resident(usage, inactive, mapped_file=9 * MIB) == 302 * MIB
+    assert resident(usage, inactive, mapped_file=0) == 293 * MIB  # before: 2.3 % short
+    assert resident(usage, inactive, mapped_file=40 * MIB) == usage  # never above usage
