@@ -6,10 +6,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from flask import Response, current_app, jsonify, request
+from flask import current_app, jsonify, request
 from flask.views import MethodView
 from flask_smorest import Blueprint
 from marshmallow import Schema, fields, validate
+from werkzeug.wrappers import Response
 
 from api.auth import (
     AUTHENTICATED,
@@ -23,28 +24,19 @@ from api.auth import (
 )
 from api.docs import error_docs, success_docs
 from api.errors import ApiError
+from api.pages.visibility import decide_publication
 from api.quotas import quota_state
 from api.ratelimit import login_limited
-from store.accounts import (
-    ADMIN_SCOPE,
-    MAX_TOKEN_DAYS,
-    ROLE_SCOPES,
-    ROLES,
-    SCOPES,
-    SESSION,
-    AccountError,
-    IssuedToken,
-    Principal,
-    csrf_token,
-)
+from store.accounts import MAX_TOKEN_DAYS, SESSION, AccountError, IssuedToken, csrf_token
 from store.jobs import AlreadyQueued
+from store.principals import ADMIN_SCOPE, ROLE_SCOPES, ROLES, SCOPES, Principal
 
 SESSION_HOURS = 12
 blp = Blueprint("accounts", __name__, url_prefix="/api/v1", description="Accounts and tokens")
 ERRORS = {
     400: "bad_json: the body is not a JSON object",
     401: "unauthenticated, token_expired, token_revoked or invalid_credentials",
-    403: "insufficient_scope, scope_not_allowed, not_task_owner or cross_site_refused",
+    403: "insufficient_scope, scope_not_allowed, not_task_owner, not_owner or cross_site_refused",
     404: "unknown_token, unknown_task, unknown_user or unknown_submission",
     409: "user_exists, or already_queued (the submission has a job waiting or running)",
     422: "a field out of range: invalid_scopes, invalid_name, invalid_role, weak_password",
@@ -158,30 +150,9 @@ class SessionView(MethodView):
         """Log in with a password: sets an HttpOnly session cookie; writes made with it need
         our Origin or the returned csrf_token in X-CSRF-Token. Logins are rate-limited per
         client address (429 ``rate_limited`` with Retry-After)."""
-        store = accounts()
-        user_id = store.check_password(name, password)
-        if user_id is None:
-            raise ApiError(401, "invalid_credentials", "wrong user name or password")
-        user = store.user_by_name(name)
-        assert user is not None
-        issued = store.create_token(
-            user_id,
-            "login",
-            sorted(ROLE_SCOPES[user["role"]]),
-            expires_at=store.clock.now() + timedelta(hours=SESSION_HOURS),
-            kind=SESSION,
-        )
-        who = store.authenticate(issued.secret, kind=SESSION)
-        response = jsonify(_me(who) | {"csrf_token": csrf_token(issued.secret)})
-        response.set_cookie(
-            SESSION_COOKIE,
-            issued.secret,
-            max_age=SESSION_HOURS * 3600,
-            secure=not _loopback_http(),
-            httponly=True,
-            samesite="Lax",
-            path="/",
-        )
+        who, secret = sign_in(name, password)
+        response = jsonify(_me(who) | {"csrf_token": csrf_token(secret)})
+        set_session_cookie(response, secret)
         return response
 
     @access(blp, AUTHENTICATED)
@@ -189,12 +160,47 @@ class SessionView(MethodView):
     @errors(401, 403)
     def delete(self) -> Response:
         """Log out: the session is revoked and its cookie cleared."""
-        who = principal()
-        if who.via == SESSION and who.user_id and who.token_id:
-            accounts().revoke_token(who.user_id, who.token_id, kind=SESSION)
-        response = jsonify({"status": "logged_out"})
-        response.delete_cookie(SESSION_COOKIE, path="/")
-        return response
+        return sign_out(jsonify({"status": "logged_out"}))
+
+
+def sign_in(name: str, password: str) -> tuple[Principal, str]:
+    """A new session for a user's password (the API's and the login page's one way in):
+    the principal and the session secret; 401 ``invalid_credentials`` otherwise."""
+    store = accounts()
+    user_id = store.check_password(name, password)
+    user = store.user_by_name(name) if user_id is not None else None
+    if user_id is None or user is None:
+        raise ApiError(401, "invalid_credentials", "wrong user name or password")
+    issued = store.create_token(
+        user_id,
+        "login",
+        sorted(ROLE_SCOPES[user["role"]]),
+        expires_at=store.clock.now() + timedelta(hours=SESSION_HOURS),
+        kind=SESSION,
+    )
+    return store.authenticate(issued.secret, kind=SESSION), issued.secret
+
+
+def set_session_cookie(response: Response, secret: str) -> None:
+    """The session cookie: HttpOnly, SameSite=Lax, Secure except over loopback http."""
+    response.set_cookie(
+        SESSION_COOKIE,
+        secret,
+        max_age=SESSION_HOURS * 3600,
+        secure=not _loopback_http(),
+        httponly=True,
+        samesite="Lax",
+        path="/",
+    )
+
+
+def sign_out(response: Response) -> Response:
+    """Revoke the caller's session (if they came with one) and clear its cookie."""
+    who = principal()
+    if who.via == SESSION and who.user_id and who.token_id:
+        accounts().revoke_token(who.user_id, who.token_id, kind=SESSION)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
 
 
 def _loopback_http() -> bool:
@@ -368,3 +374,27 @@ def rerun(model_id: str) -> tuple[dict[str, Any], int]:
     except AlreadyQueued as exc:
         raise ApiError(409, "already_queued", str(exc)) from None
     return {"id": model_id, "job_id": job_id, "status": "queued"}, 201
+
+
+# -- publication (the submitter or an admin) -------------------------------------------------
+class PublicationSchema(Schema):
+    published = fields.Boolean(required=True)
+
+
+class PublicationOutSchema(Schema):
+    id = fields.String()
+    published = fields.Boolean()
+
+
+@blp.route("/submissions/<model_id>/publication", methods=["PUT"])
+@access(blp, SUBMIT)
+@ok(PublicationOutSchema)
+@errors(401, 403, 404, 422)
+@blp.arguments(PublicationSchema, as_kwargs=True)
+def set_publication(model_id: str, published: bool) -> dict[str, Any]:
+    """Publish a submission (its submitter or an admin): its page and full scores become
+    public (a private task's stay with those who may see the task); its failure reason and
+    log tail never are. ``false`` takes it back. Those who may read it get 403 ``not_owner``;
+    others, 404."""
+    found = decide_publication(model_id, published)
+    return {"id": found.model_id, "published": found.published}

@@ -10,13 +10,20 @@ from werkzeug.wrappers import Response
 
 from api import auth, errors, metrics, ratelimit
 from api.accounts import blp as accounts_blp
+from api.collection import blp as collection_blp
+from api.freezing import blp as freezing_blp
 from api.pages import downloads, pages
 from api.pages import index as pages_index
+from api.pages.collect import collect_pages
+from api.pages.round import round_pages
+from api.rounds import blp as rounds_blp
 from api.routes import blp
 from api.schemas import ErrorSchema
 from api.service import Service
+from api.validation import blp as validation_blp
 from api.views import blp as views_blp
 from api.views import view_pages
+from api.webhooks import blp as webhooks_blp
 
 
 class DynaevalApi(Api):
@@ -44,9 +51,16 @@ def create_app(service: Service, allowed_hosts: Iterable[str] | None = None) -> 
     api.register_blueprint(blp)
     api.register_blueprint(accounts_blp)
     api.register_blueprint(views_blp)
+    api.register_blueprint(rounds_blp)
+    api.register_blueprint(webhooks_blp)
+    api.register_blueprint(collection_blp)
+    api.register_blueprint(validation_blp)
+    api.register_blueprint(freezing_blp)
     api.register_blueprint(downloads)
     app.register_blueprint(pages)
     app.register_blueprint(view_pages)
+    app.register_blueprint(round_pages)
+    app.register_blueprint(collect_pages)
     auth.install(app, allowed_hosts)
     ratelimit.install(app)  # after auth: writes are counted per principal
     errors.install(app)

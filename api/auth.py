@@ -15,17 +15,8 @@ from flask import Flask, current_app, g, request
 from flask_smorest import Blueprint
 
 from api.errors import ApiError
-from store.accounts import (
-    ADMIN_SCOPE,
-    ANONYMOUS,
-    READ,
-    SESSION,
-    SUBMIT,
-    Accounts,
-    AuthFailure,
-    Principal,
-    csrf_token,
-)
+from store.accounts import SESSION, Accounts, AuthFailure, csrf_token
+from store.principals import ADMIN_SCOPE, ANONYMOUS, READ, SUBMIT, Principal
 
 F = TypeVar("F", bound=Callable[..., Any])
 PUBLIC, AUTHENTICATED = "public", "authenticated"

@@ -49,7 +49,7 @@ def leaderboard(
     """Ranked models with their axes, units and per-round breakdown, their tie groups at
     95 % and, per adjacent pair, the one-axis weight change that would swap it. With the
     task's ``current_hashes``, a model scored on other data is marked partial (it is
-    re-scored). Field meanings: ``api.schemas.LeaderboardSchema``, ``dynascore.stability``.
+    re-scored). Field meanings: ``api.schemas_board.LeaderboardSchema``, ``dynascore.stability``.
 
     Linear in the number of models apart from the O(n log n) sort (a list-membership test
     here made it quadratic): :func:`prepare_board` then :meth:`PreparedBoard.render`."""

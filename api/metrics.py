@@ -18,7 +18,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from api.service import Service
-from store.accounts import ADMIN_SCOPE
+from store.principals import ADMIN_SCOPE
 from store.stats import QueueStats, queue_stats
 
 # Seconds: from a tiny model's minute to a large one's hour.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -11,6 +13,7 @@ from api.errors import ApiError
 from api.service import Service
 from configs.schema import TaskSpec
 from store.accounts import Principal
+from store.locks import named_lock
 from store.quotas import Usage, charged_usage
 
 
@@ -70,6 +73,21 @@ def quota_state(service: Service, task: TaskSpec, who: Principal) -> QuotaState:
         else Usage(today=0, total=0)
     )
     return QuotaState(task, usage, now, day_start + timedelta(days=1), exempt=who.is_admin)
+
+
+@contextmanager
+def quota_admission(service: Service, task: TaskSpec, who: Principal) -> Iterator[None]:
+    """Hold the caller's quota lock on ``task`` (in every API process) around one insert:
+    the quota is checked again under the lock, so concurrent submissions cannot all pass
+    it; raises its 429 when nothing is left. Admins and anonymous callers have no quota."""
+    if who.is_admin or not who.user_id:
+        yield
+        return
+    with named_lock(service.db, f"quota:{who.user_id}:{task.name}"):
+        refusal = quota_state(service, task, who).refusal()
+        if refusal is not None:
+            raise refusal
+        yield
 
 
 def _left(limit: int | None, used: int, exempt: bool) -> dict[str, Any]:

@@ -1,8 +1,12 @@
-"""Rate limits on writes and logins: token buckets on the service's clock.
+"""Rate limits on writes and logins: token buckets on the service's clock, kept in the
+database so every API process (and every container) draws from the same bucket.
 
 Every non-GET request of a signed-in user draws from that user's write bucket (an
 anonymous one from its client address's); a login draws from its address's login bucket
-instead. An empty bucket is 429 ``rate_limited`` with ``Retry-After`` in seconds."""
+instead. An empty bucket is 429 ``rate_limited`` with ``Retry-After`` in seconds. A login
+is a view marked with :func:`login_limited` or an endpoint named with :func:`mark_logins`.
+When the database is down the take raises its outage error, which the app answers with
+its 503 ``database_unavailable``."""
 
 from __future__ import annotations
 
@@ -10,9 +14,9 @@ import copy
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from apispec import BasePlugin
 from flask import Flask, current_app, request
@@ -20,6 +24,8 @@ from flask import Flask, current_app, request
 from api.auth import SAFE_METHODS, principal
 from api.errors import ApiError
 from configs.vocabulary.clock import Clock
+from store.db import Database
+from store.ratelimits import SharedBuckets
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXTENSION = "dynaeval_ratelimit"
@@ -36,6 +42,15 @@ class RateLimits:
     logins_window_s: float = 60.0
 
 
+class Buckets(Protocol):
+    """Where tokens are taken: :class:`SharedBuckets` in the app, :class:`TokenBuckets`
+    for a single process without a database."""
+
+    def take(self, key: str) -> float:
+        """0 when a token was taken for ``key``, else the seconds until one is back."""
+        ...
+
+
 @dataclass
 class _Bucket:
     tokens: float
@@ -43,7 +58,8 @@ class _Bucket:
 
 
 class TokenBuckets:
-    """One bucket per key holding up to ``capacity`` tokens, ``capacity`` per ``window_s``."""
+    """One bucket per key holding up to ``capacity`` tokens, ``capacity`` per ``window_s``,
+    in this process's memory (the reference behaviour :class:`SharedBuckets` matches)."""
 
     def __init__(self, capacity: int, window_s: float, clock: Clock) -> None:
         self.capacity, self.rate = float(capacity), capacity / window_s
@@ -81,24 +97,32 @@ class TokenBuckets:
 
 @dataclass
 class Limiter:
-    """The app's buckets: writes per user (or address), logins per address."""
+    """The app's buckets: writes per user (or address), logins per address; and the
+    endpoints that count as logins besides the views marked :func:`login_limited`."""
 
-    writes: TokenBuckets
-    logins: TokenBuckets
+    writes: Buckets
+    logins: Buckets
+    login_endpoints: set[str] = field(default_factory=set)
 
     @classmethod
-    def of(cls, limits: RateLimits, clock: Clock) -> Limiter:
+    def of(cls, limits: RateLimits, clock: Clock, db: Database) -> Limiter:
         return cls(
-            TokenBuckets(limits.writes, limits.writes_window_s, clock),
-            TokenBuckets(limits.logins, limits.logins_window_s, clock),
+            SharedBuckets(db, "writes", limits.writes, limits.writes_window_s, clock),
+            SharedBuckets(db, "logins", limits.logins, limits.logins_window_s, clock),
         )
 
 
 def install(app: Flask) -> None:
     """Limit every write; call after ``api.auth.install`` (the key is the principal)."""
     service = app.extensions["dynaeval"]
-    app.extensions[EXTENSION] = Limiter.of(service.rate_limits, service.clock)
+    app.extensions[EXTENSION] = Limiter.of(service.rate_limits, service.clock, service.db)
     app.before_request(_limit_write)
+
+
+def mark_logins(app: Flask, *endpoints: str) -> None:
+    """Count POSTs to ``endpoints`` (e.g. ``"pages.login"``) as logins: for views that
+    cannot carry :func:`login_limited` (call after :func:`install`)."""
+    app.extensions[EXTENSION].login_endpoints.update(endpoints)
 
 
 def login_limited(func: F) -> F:
@@ -120,6 +144,8 @@ def _limit_write() -> None:
 
 
 def _is_login(endpoint: str) -> bool:
+    if endpoint in _limiter().login_endpoints:
+        return True
     view: Any = current_app.view_functions[endpoint]
     view_class = getattr(view, "view_class", None)
     if view_class is not None:  # a MethodView: the method's own handler carries the mark
@@ -127,7 +153,7 @@ def _is_login(endpoint: str) -> bool:
     return getattr(view, "_dynaeval_rate", None) == "logins"
 
 
-def _charge(buckets: TokenBuckets, key: str, what: str) -> None:
+def _charge(buckets: Buckets, key: str, what: str) -> None:
     wait = buckets.take(key)
     if wait > 0:
         seconds = max(1, math.ceil(wait - 1e-6))  # 30.000000001 s is still 30

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
 from flask import Response, current_app, request, url_for
@@ -19,7 +20,8 @@ from api.errors import ApiError
 from api.leaderboard import viewer_weights
 from api.pages.downloads import ScoresDownloadQuerySchema, file_response
 from api.pages.public import model_results
-from api.quotas import quota_state
+from api.pages.visibility import readable_submission
+from api.quotas import quota_admission, quota_state
 from api.results_file import ResultsFileSchema, results_csv, results_json
 from api.schemas import (
     LEADERBOARD_PAGE,
@@ -27,7 +29,6 @@ from api.schemas import (
     CancelledSchema,
     HealthSchema,
     LeaderboardQuerySchema,
-    LeaderboardSchema,
     QuotaSchema,
     ScoresSchema,
     SubmissionListQuerySchema,
@@ -41,8 +42,10 @@ from api.schemas import (
     TaskSubmissionListQuerySchema,
     check_weights_syntax,
 )
+from api.schemas_board import LeaderboardSchema
 from api.service import Service
 from api.submissions import (
+    Admission,
     SubmissionRefused,
     Submitted,
     UploadTooLarge,
@@ -108,21 +111,10 @@ def _task_visible(name: str) -> bool:
 def submission_or_404(
     model_id: str, *, with_scores: bool = False, with_queue: bool = False
 ) -> dict[str, Any]:
-    """A submission the caller may see; any other id, guessed or not, is the same 404.
-    ``with_queue`` adds a queued job's place and estimated start."""
-    owner = accounts().model_access(model_id)
-    found = None
-    asker = principal()
-    if owner is not None and asker.may_see_model(*owner):
-        found = service().queries.submission(
-            model_id,
-            with_scores=with_scores,
-            show_internal=asker.is_admin,
-            now=service().clock.now() if with_queue else None,
-        )
-    if found is None:
-        raise ApiError(404, "unknown_submission", f"no submission {model_id!r}")
-    return found
+    """A submission the caller may read: theirs to see, or published (then without its
+    failure and log tail); any other id, guessed or not, is the same 404. ``with_queue``
+    adds a queued job's place and estimated start."""
+    return readable_submission(model_id, with_scores=with_scores, with_queue=with_queue)
 
 
 @blp.route("/health")
@@ -206,11 +198,13 @@ class Submissions(MethodView):
         refusal = quota_state(service(), task, principal()).refusal()
         if refusal is not None:  # before the body is read: nothing is stored
             raise refusal
+        # checked again under a lock around the insert: concurrent submissions passed above
+        admit = partial(quota_admission, service(), task, principal())
         try:
             if request.mimetype == "multipart/form-data":
-                submitted = _upload_submission(task)
+                submitted = _upload_submission(task, admit)
             else:
-                submitted = _json_submission(task)
+                submitted = _json_submission(task, admit)
         except SubmissionRefused as exc:
             raise _refusal(exc) from None
         return {
@@ -234,7 +228,7 @@ def get_quota(task_name: str) -> dict[str, Any]:
     return quota_state(service(), task_or_404(task_name), principal()).to_dict()
 
 
-def _json_submission(task: TaskSpec) -> Submitted:
+def _json_submission(task: TaskSpec, admit: Admission) -> Submitted:
     """A JSON submission: a registry reference, or a local runtime where the server allows."""
     data = _load(SubmitJsonSchema(), _json_body())
     runtime = data["runtime"]
@@ -248,11 +242,17 @@ def _json_submission(task: TaskSpec) -> Submitted:
         )
     own = server_addresses(request.environ, request.host, request.scheme)
     return submit_runtime(
-        service(), task, data["name"], runtime, own_addresses=own, owner_id=principal().user_id
+        service(),
+        task,
+        data["name"],
+        runtime,
+        own_addresses=own,
+        owner_id=principal().user_id,
+        admit=admit,
     )
 
 
-def _upload_submission(task: TaskSpec) -> Submitted:
+def _upload_submission(task: TaskSpec, admit: Admission) -> Submitted:
     """A multipart submission: ``name``, ``protocol`` and the ``image`` tarball."""
     form = _load(SubmitFormSchema(), request.form)
     upload = request.files.get("image")
@@ -266,6 +266,7 @@ def _upload_submission(task: TaskSpec) -> Submitted:
         filename=upload.filename,
         protocol=form["protocol"],
         owner_id=principal().user_id,
+        admit=admit,
     )
 
 
@@ -309,12 +310,13 @@ def _refusal(exc: SubmissionRefused) -> ApiError:
 
 
 @blp.route("/submissions/<model_id>")
-@guard(READ)
+@guard(PUBLIC)
 @ok(SubmissionSchema)
-@errors(401, 403, 404)
+@errors(404)
 def get_submission(model_id: str) -> dict[str, Any]:
     """Status, progress (``step``), a queued job's place and estimated start (``queue``),
-    failure (code, message, log tail) and results of a submission."""
+    failure (code, message, log tail) and results of a submission. A published one is
+    public, without its failure and log tail (those stay with who may see the submission)."""
     return submission_or_404(model_id, with_queue=True)
 
 
@@ -367,9 +369,9 @@ def _attachment(text: str, mimetype: str, filename: str) -> Response:
 
 
 @blp.route("/submissions/<model_id>/scores")
-@guard(READ)
+@guard(PUBLIC)
 @ok(ScoresSchema)
-@errors(401, 403, 404)
+@errors(404)
 def get_scores(model_id: str) -> dict[str, Any]:
     """Every score of a submission under its full key (round, dataset hash, variant, slice)."""
     found = submission_or_404(model_id, with_scores=True)

@@ -183,6 +183,10 @@ class WaitressServer:
         self._listener = _Listener(app, map=self._map, adj=self.adj, sockinfo=self.adj.listen[0])
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        # The loop closes the trigger when it ends; a wake-up pulled after that would
+        # write to a closed (or reused) descriptor, so both sides hold this lock.
+        self._trigger_lock = threading.Lock()
+        self._loop_closed = False
 
     @property
     def server_port(self) -> int:
@@ -194,7 +198,9 @@ class WaitressServer:
             while not self._stopping.is_set():
                 loop(timeout=self.adj.asyncore_loop_timeout, map=self._map, use_poll=True, count=1)
         finally:
-            close_all(self._map, ignore_all=True)
+            with self._trigger_lock:
+                self._loop_closed = True
+                close_all(self._map, ignore_all=True)
             self._listener.task_dispatcher.shutdown(timeout=5)
 
     def start(self) -> threading.Thread:
@@ -206,14 +212,19 @@ class WaitressServer:
     def shutdown(self, drain_s: float = 10.0) -> None:
         """Stop accepting connections, let requests in progress answer (up to ``drain_s``),
         then close every connection and end :meth:`serve_forever`."""
-        self._listener.trigger.pull_trigger(self._stop_listening)
+        self._wake(self._stop_listening)
         deadline = time.monotonic() + drain_s
         while not self._idle() and time.monotonic() < deadline:
             time.sleep(0.05)
         self._stopping.set()
-        self._listener.trigger.pull_trigger()  # wake the loop so it sees the flag
+        self._wake()  # so the loop sees the flag now, not at its next timeout
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(drain_s + 10)
+
+    def _wake(self, thunk: Any = None) -> None:
+        with self._trigger_lock:
+            if not self._loop_closed:
+                self._listener.trigger.pull_trigger(thunk)
 
     def _stop_listening(self) -> None:
         # Runs in the loop's thread (a trigger thunk): the listening socket only, not the

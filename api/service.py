@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,13 @@ from configs.schema import TaskSpec
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from evaluator.inputs.datasets import load_examples
 from evaluator.inputs.perturbed_sets import dataset_hash
+from evaluator.live import LivePool
+from evaluator.runtimes.docker.references import (
+    allow_registries_for_pulls,
+    allowed_registries_from_env,
+)
 from evaluator.runtimes.specs import DockerSpec, ProcessSpec
-from evaluator.tasks import load_tasks
+from evaluator.tasks import TaskCatalog
 from store.blobs import BlobStore, default_blob_store
 from store.db import Database, default_data_dir, default_database_url
 from store.jobs import JobStore
@@ -33,6 +37,8 @@ from store.queries import Queries
 from worker.worker import Worker, default_worker_id
 
 log = logging.getLogger(__name__)
+BACKFILL_PRIORITY = -10  # below new submissions (priority 0)
+_LIVE_LOCK = threading.Lock()
 
 
 @dataclass
@@ -41,11 +47,12 @@ class Service:
 
     db: Database
     blobs: BlobStore
-    tasks: dict[str, TaskSpec]
+    # a TaskCatalog (the database's current specs) when opened; tests may pass a dict
+    tasks: Mapping[str, TaskSpec]
     config_dir: Path = CONFIG_DIR
     allow_local_runtimes: bool = False
     workers: list[Worker] = field(default_factory=list)
-    _hashes: dict[str, dict[str, str]] = field(default_factory=dict)
+    _hashes: dict[tuple[str, int], dict[str, str]] = field(default_factory=dict)
     instance: str = "default"  # names this service's embedded workers (see start_workers)
     threads: list[threading.Thread] = field(default_factory=list)
     clock: Clock = SYSTEM_CLOCK  # the one clock of the store and the embedded workers
@@ -54,6 +61,20 @@ class Service:
     allowed_registries: tuple[str, ...] = ()
     # writes per user and logins per client address (tests set small ones)
     rate_limits: RateLimits = RateLimits()
+    max_dataset_bytes: int = 64 * 2**20  # a held-out set uploaded through the API
+    _live: LivePool | None = None  # collection's running models, started on first use
+
+    @property
+    def live(self) -> LivePool:
+        """The models answering writers of collection rounds (tests may set their own)."""
+        with _LIVE_LOCK:  # two first writes at once must not start two pools
+            if self._live is None:
+                self._live = LivePool(self.blobs, clock=self.clock)
+            return self._live
+
+    @live.setter
+    def live(self, pool: LivePool) -> None:
+        self._live = pool
 
     @classmethod
     def open(
@@ -70,10 +91,11 @@ class Service:
         data_dir = data_dir or default_data_dir()
         data_dir.mkdir(parents=True, exist_ok=True)
         db = Database(database_url or default_database_url(data_dir))
+        blobs = default_blob_store(data_dir)
         service = cls(
             db,
-            default_blob_store(data_dir),
-            load_tasks(config_dir / "tasks"),
+            blobs,
+            TaskCatalog.open(db, blobs, clock=clock, config_dir=config_dir),
             config_dir,
             allow_local_runtimes,
             # A restarted service gets the same worker ids (and so cleans up after its
@@ -89,6 +111,11 @@ class Service:
         return service
 
     @property
+    def catalog(self) -> TaskCatalog | None:
+        """The tasks as a database-backed catalog (None when built from a plain dict)."""
+        return self.tasks if isinstance(self.tasks, TaskCatalog) else None
+
+    @property
     def store(self) -> JobStore:
         return JobStore(self.db, self.clock)
 
@@ -98,6 +125,7 @@ class Service:
 
     def start_workers(self, count: int = 1, **options: Any) -> None:
         """Run ``count`` embedded workers in daemon threads."""
+        allow_registries_for_pulls(self.allowed_registries)  # they pull what the API accepted
         for index in range(count):
             worker = Worker(
                 self.store,
@@ -142,40 +170,50 @@ class Service:
         return [entry for entry in example_catalog() if entry["task"] in self.tasks]
 
     def dataset_hashes(self, task_name: str) -> dict[str, str]:
-        """``{"round/dataset": hash}`` of the task's current held-out sets (read once)."""
-        if task_name not in self._hashes:
-            task = self.tasks[task_name]
-            self._hashes[task_name] = {
+        """``{"round/dataset": hash}`` of the task's current held-out sets (read once per
+        task version)."""
+        task = self.tasks[task_name]
+        key = (task_name, task.version)
+        if key not in self._hashes:
+            self._hashes[key] = {
                 f"{spec.name}/{dataset.name}": dataset_hash(
                     load_examples(task, dataset, self.config_dir)
                 )
                 for spec in task.rounds
                 for dataset in spec.datasets
             }
-        return self._hashes[task_name]
+        return self._hashes[key]
 
-    def rescore_stale(self) -> list[str]:
-        """Queue a new evaluation of every model whose newest result was computed on other
-        rounds or data than its task has now (a round added, a dataset fixed): new test
-        data is scored for old models too. Returns the queued job ids."""
+    def rescore_stale(self, task_names: Iterable[str] | None = None) -> list[str]:
+        """Queue a backfill of every model whose newest result was computed on other rounds
+        or data than its task has now (a round added, a dataset fixed or frozen): one job per
+        model, none for a model already queued or running, claimed after new submissions
+        (``BACKFILL_PRIORITY``). Returns the queued job ids."""
         jobs = []
-        for task_name in self.tasks:
+        for task_name in self.tasks if task_names is None else task_names:
             current = self.dataset_hashes(task_name)
             for model_id, scored_on in self.queries.rescoring_candidates(task_name):
                 if scored_on != current:
-                    jobs.append(self.store.enqueue(model_id, stage="queued: task data changed"))
+                    jobs.append(
+                        self.store.enqueue(
+                            model_id,
+                            stage="queued: backfill on changed task data",
+                            priority=BACKFILL_PRIORITY,
+                        )
+                    )
         return jobs
 
     def close(self) -> None:
         self.stop_workers()
+        if self._live is not None:
+            self._live.close()
         self.db.dispose()
 
 
 def default_allowed_registries() -> list[str]:
     """The operator's allow-list of local-network registries: ``DYNAEVAL_ALLOWED_REGISTRIES``
     (``host`` or ``host:port``, comma-separated)."""
-    value = os.environ.get("DYNAEVAL_ALLOWED_REGISTRIES", "")
-    return [entry.strip() for entry in value.split(",") if entry.strip()]
+    return allowed_registries_from_env()
 
 
 def example_catalog(config_dir: Path = CONFIG_DIR) -> list[dict[str, Any]]:

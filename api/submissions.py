@@ -8,8 +8,8 @@ fails, nothing is left half-stored: an upload's blob goes with the failed submis
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO, cast
@@ -35,6 +35,10 @@ from evaluator.transport.dialects import DEFAULT_DIALECT
 from store.blobs import BlobStore
 
 INVALID = "invalid_submission"
+
+Admission = Callable[[], AbstractContextManager[None]]
+"""Held around the insert only (e.g. a quota re-check under a lock): it may raise to
+refuse, and whatever it raises removes what the submission stored."""
 
 
 class SubmissionRefused(Exception):
@@ -70,6 +74,7 @@ def submit_runtime(
     *,
     own_addresses: Collection[tuple[str, int]] = (),
     owner_id: str | None = None,
+    admit: Admission = nullcontext,
 ) -> Submitted:
     """Submit a runtime object as a client sent it. A docker runtime names a registry image
     (never a server file or local image, never a registry on the platform's network unless
@@ -79,11 +84,13 @@ def submit_runtime(
         spec = _parsed(runtime)
         if isinstance(spec, UrlSpec):
             refuse_own_address(spec.url, own_addresses)
-        return _create(service, task, name, spec, owner_id)
+        return _create(service, task, name, spec, owner_id, admit)
     if not runtime.get("image"):
         raise SubmissionRefused(INVALID, "a docker runtime needs 'image' (a registry reference)")
     protocol = runtime.get("protocol", DEFAULT_DIALECT)
-    return submit_reference(service, task, name, runtime["image"], protocol, owner_id=owner_id)
+    return submit_reference(
+        service, task, name, runtime["image"], protocol, owner_id=owner_id, admit=admit
+    )
 
 
 def submit_reference(
@@ -95,6 +102,7 @@ def submit_reference(
     *,
     trusted: bool = False,
     owner_id: str | None = None,
+    admit: Admission = nullcontext,
 ) -> Submitted:
     """Submit a registry image the worker will pull. Unless ``trusted`` (the CLI writing to
     its own database), a registry on a local network must be in the operator's allow-list
@@ -107,7 +115,7 @@ def submit_reference(
         spec = DockerSpec(source=DockerSource.REGISTRY, image=image, protocol=protocol)
     except ValueError as exc:
         raise SubmissionRefused(INVALID, str(exc)) from None
-    return _create(service, task, name, spec, owner_id)
+    return _create(service, task, name, spec, owner_id, admit)
 
 
 def refuse_own_address(url: str, own_addresses: Collection[tuple[str, int]]) -> None:
@@ -166,6 +174,7 @@ def submit_upload(
     filename: str | None = None,
     protocol: str = DEFAULT_DIALECT,
     owner_id: str | None = None,
+    admit: Admission = nullcontext,
 ) -> Submitted:
     """Submit a `docker save` tarball read from ``stream``: streamed to the blob store under
     the task's image limit, inspected there, then queued."""
@@ -174,7 +183,7 @@ def submit_upload(
         # refuse a corrupt or multi-image tarball now, not minutes later in a worker
         image_id = _inspect(service.blobs.local_path(key), task.limits)
         spec = _upload_spec(key, image_id, filename or "upload", protocol)
-        return _create(service, task, name, spec, owner_id)
+        return _create(service, task, name, spec, owner_id, admit)
 
 
 def submit_file(
@@ -210,13 +219,19 @@ def _upload_spec(key: str, image_id: str, image: str, protocol: str) -> DockerSp
 
 
 def _create(
-    service: Service, task: TaskSpec, name: str, spec: RuntimeSpec, owner_id: str | None
+    service: Service,
+    task: TaskSpec,
+    name: str,
+    spec: RuntimeSpec,
+    owner_id: str | None,
+    admit: Admission = nullcontext,
 ) -> Submitted:
-    """The model row, its owner and its job, in one transaction."""
+    """The model row, its owner and its job, in one transaction, inside ``admit``."""
     image_id = spec.image_id if isinstance(spec, DockerSpec) else None
-    model_id, job_id = service.store.submit(
-        task.name, name, spec.to_dict(), image_id=image_id, owner_id=owner_id
-    )
+    with admit():
+        model_id, job_id = service.store.submit(
+            task.name, name, spec.to_dict(), image_id=image_id, owner_id=owner_id
+        )
     return Submitted(model_id, job_id, name, spec)
 
 

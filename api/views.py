@@ -15,17 +15,18 @@ import flask
 from flask import redirect, render_template, url_for
 from flask.views import MethodView
 from flask_smorest import Blueprint
-from marshmallow import Schema, fields, validate
+from marshmallow import Schema, ValidationError, fields, validate
 from werkzeug.wrappers import Response
 
-from api.auth import AUTHENTICATED, PUBLIC, access, principal
+from api.auth import AUTHENTICATED, PUBLIC, access, accounts, principal
 from api.default_view import task_defaults
 from api.docs import error_docs
 from api.errors import ApiError
 from api.leaderboard import leaderboard
 from api.pages import boards
+from api.pages.views import board_page, form_error
+from api.pages.visibility import page_access, task_visible
 from api.pages.visibility import public as public_page
-from api.pages.visibility import task_visible
 from api.routes import service, task_or_404
 from api.schemas import FullMatch, OpenSchema
 from configs.schema import TaskSpec
@@ -228,10 +229,7 @@ def _visible_view(view_id: str) -> dict[str, Any]:
 def put_default_view(body: dict[str, Any], task_name: str) -> dict[str, Any]:
     """Make a view the task's default (its owner or an admin); null goes back to the
     task's configured weights."""
-    task = task_or_404(task_name)
-    asker = principal()
-    if not (asker.is_admin or task.name in asker.owned_tasks):
-        raise ApiError(403, "not_task_owner", "only the task's owner or an admin sets its default")
+    task = _owned_task(task_name)
     view = None
     if body["view"] is not None:
         view = store().find_view(task.name, body["view"])
@@ -240,6 +238,16 @@ def put_default_view(body: dict[str, Any], task_name: str) -> dict[str, Any]:
     store().set_default(task.name, view["id"] if view else None)
     shown = store().view(view["id"]) if view else None
     return {"task": task.name, "view": _view_json(shown) if shown else None}
+
+
+def _owned_task(task_name: str) -> TaskSpec:
+    """The task, if the caller owns it or is an admin (403 ``not_task_owner``; 404 when
+    they may not see it)."""
+    task = task_or_404(task_name)
+    asker = principal()
+    if not (asker.is_admin or task.name in asker.owned_tasks):
+        raise ApiError(403, "not_task_owner", "only the task's owner or an admin sets its default")
+    return task
 
 
 # -- snapshots -------------------------------------------------------------------------------
@@ -264,6 +272,11 @@ def post_snapshot(body: dict[str, Any], task_name: str) -> tuple[dict[str, Any],
     axes = body["weights"] or {}
     rounds = body["round_weights"] if body["round_weights"] is not None else defaults.round_weights
     weights, round_weights = checked_weights(task, axes, rounds or {})
+    return _snapshot_json(freeze(task, weights, round_weights)), 201
+
+
+def freeze(task: TaskSpec, weights: dict[str, float], round_weights: dict[str, float]) -> dict:
+    """Store a snapshot of the task's leaderboard now, for the caller (API and page)."""
     new = NewSnapshot(
         task=task.name,
         leaderboard=frozen_leaderboard(task, weights, round_weights),
@@ -273,7 +286,7 @@ def post_snapshot(body: dict[str, Any], task_name: str) -> tuple[dict[str, Any],
         code_version=code_version(),
         owner_id=principal().user_id,
     )
-    return _snapshot_json(store().create_snapshot(new)), 201
+    return store().create_snapshot(new)
 
 
 def snapshot_or_404(snapshot_id: str) -> dict[str, Any]:
@@ -295,14 +308,79 @@ def get_snapshot(snapshot_id: str) -> dict[str, Any]:
 # -- pages -----------------------------------------------------------------------------------
 @view_pages.route("/tasks/<task_name>/views/<view>")
 @public_page
-def view_page(task_name: str, view: str) -> Response | tuple[str, int]:
-    """A view's stable address: the leaderboard page with the view's weights."""
-    found = store().find_view(task_name, view) if task_visible(task_name) else None
-    if found is None:
+def view_page(task_name: str, view: str) -> tuple[str, int]:
+    """A view's stable address: who saved it and when, its weights, and the leaderboard
+    ranked for them (the task page's own rendering)."""
+    task = service().tasks.get(task_name)
+    found = store().find_view(task_name, view) if task and task_visible(task_name) else None
+    if task is None or found is None:
         return _not_found(f"Task “{task_name}” has no view “{view}”.")
-    weights = boards.weights_text(found["weights"])
-    rounds = boards.weights_text(found["round_weights"])
-    return redirect(url_for("pages.task_page", task_name=task_name, weights=weights, rounds=rounds))
+    asker = principal()
+    return board_page(
+        "pages/view.html",
+        task,
+        Weights(dict(found["weights"])),
+        dict(found["round_weights"]),
+        view=found,
+        saved_by=accounts().user_name(found["owner_id"]),
+        view_url=url_for("view_pages.view_page", task_name=task.name, view=found["slug"]),
+        may_set_default=asker.is_admin or task.name in asker.owned_tasks,
+    )
+
+
+# -- the pages' forms (no JavaScript): the API's own code, then a redirect -------------------
+@view_pages.route("/tasks/<task_name>/snapshots", methods=["POST"])
+@page_access(AUTHENTICATED)
+def snapshot_form(task_name: str) -> Response:
+    """The leaderboard's "Freeze a snapshot" button, for the weights it shows."""
+    task = task_defaults(service(), task_or_404(task_name)).task  # as the API's default
+    weights, round_weights = _form_weights(task)
+    frozen = freeze(task, weights, round_weights)
+    return redirect(url_for("view_pages.snapshot_page", snapshot_id=frozen["id"]), 303)
+
+
+@view_pages.route("/tasks/<task_name>/views", methods=["POST"])
+@page_access(AUTHENTICATED)
+def view_form(task_name: str) -> Response:
+    """The leaderboard's "Save this view" form."""
+    task = task_or_404(task_name)
+    name = flask.request.form.get("name", "").strip()
+    try:
+        VIEW_NAME(name)
+    except ValidationError:
+        raise ApiError(422, "invalid_name", "a view's name is 1-128 characters") from None
+    weights, round_weights = _form_weights(task)
+    saved = store().create_view(
+        NewView(task.name, name, weights, round_weights, principal().user_id)
+    )
+    return redirect(url_for("view_pages.view_page", task_name=task.name, view=saved["slug"]), 303)
+
+
+@view_pages.route("/tasks/<task_name>/views/<view>/default", methods=["POST"])
+@page_access(AUTHENTICATED)
+def default_form(task_name: str, view: str) -> Response:
+    """The view page's "make this the task's default" button (owner or admin)."""
+    task = _owned_task(task_name)
+    found = store().find_view(task.name, view)
+    if found is None:
+        raise ApiError(404, "unknown_view", f"task {task.name!r} has no view {view!r}")
+    store().set_default(task.name, found["id"])
+    return redirect(url_for("view_pages.view_page", task_name=task.name, view=found["slug"]), 303)
+
+
+def _form_weights(task: TaskSpec) -> tuple[dict[str, float], dict[str, float]]:
+    """A form's ``weights`` and ``rounds`` (the page's query format), checked as the page
+    checks its address (422 ``invalid_weights``)."""
+    form = flask.request.form
+    try:
+        weights = boards.axis_weights(task, form.get("weights") or None).to_dict()
+        round_weights = boards.parse_round_weights(task, form.get("rounds") or None)
+    except boards.BadWeights as exc:
+        raise ApiError(422, "invalid_weights", str(exc)) from None
+    return weights, round_weights
+
+
+view_pages.register_error_handler(ApiError, form_error)
 
 
 @view_pages.route("/snapshots/<snapshot_id>")

@@ -24,11 +24,16 @@ move does). Measured inside the page with ``performance.now()``:
 
 Moves: each of the five axis sliders through six values (30 moves), then each round slider
 through four (12, reported apart: they re-average the rounds too), after 3 untimed warm-up
-moves. Every move is checked: the page's whole order, ranks and Dynascores equal
+moves. Every move is checked: the rows in the table, ranks and Dynascores, equal
 ``GET /api/v1/tasks/<task>/leaderboard?weights=...&limit=10000`` for the address's weights
 (the leaderboard download with ``rounds=`` once a round slider moved, as the page's CSV/JSON
-links do); after the moves, the markup of the table, the contributions, the plots and the
-notices must equal a fresh load of the same address (``dom_equals_fresh_render``). Medians,
+links do). A short table holds every row, compared whole; a long one (``rows.js``) holds the
+rows around the viewport, each compared at its place in the ranking (``aria-rowindex``),
+at least the top 20 at the top of the page, and its length (``aria-rowcount``) must be the
+API's; after the moves it is scrolled to its middle and its end and checked there too.
+Then the markup of the table, the contributions, the plots and the notices, at the top of
+the page, must equal a fresh load of the same address (``dom_equals_fresh_render``: a
+windowed table shows the same window there, so the comparison stays literal). Medians,
 p90 and max in ms (``layout_ms`` is ``rerank_ms`` less the handler's own time); ratios to
 baselines measured in the same run. The script exits 1 when a check fails.
 """
@@ -46,6 +51,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +61,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api.app import create_app  # noqa: E402
 from api.service import Service  # noqa: E402
+from benchmarks.bench_page_js import (  # noqa: E402
+    COMPUTE_JS,
+    IDLE_JS,
+    MOVE_JS,
+    SCROLL_JS,
+    SNAPSHOT_JS,
+    TABLE_JS,
+    WRAP_JS,
+)
 from configs.vocabulary.results import EvaluationResult, Score, ScoreKey  # noqa: E402
 
 TASK = "sentiment"
@@ -199,111 +214,6 @@ def chromium() -> Any:
     return driver
 
 
-# One move, timed in the page. arguments: slider id, value; the callback gets the timings.
-MOVE_JS = """
-var done = arguments[arguments.length - 1];
-var slider = document.getElementById(arguments[0]), value = arguments[1];
-var table = document.getElementById('leaderboard'), body = table.tBodies[0];
-var data = JSON.parse(document.getElementById('board-data').textContent);
-// the expected top 20 for the new weights, from the page's own function, before the clock
-var weights = {}, rounds = {};
-data.axes.forEach(function (a) { weights[a] = Number(document.getElementById('w_' + a).value); });
-data.rounds.forEach(function (r) { rounds[r] = Number(document.getElementById('r_' + r).value); });
-if (slider.dataset.axis) weights[slider.dataset.axis] = Number(value);
-else rounds[slider.dataset.round] = Number(value);
-var models = Dynascore.reweight(data.models, data.rounds, rounds, data.default_round_weights);
-var expected = Dynascore.compute(models, weights,
-  {instanceMemory: data.instance_memory_gib, tolerance: data.tolerance})
-  .models.slice(0, 20).map(function (e) { return e.model.model_id; });
-function shown() {
-  var rows = body.rows, out = [];
-  for (var i = 0; i < Math.min(20, rows.length); i++) out.push(rows[i].getAttribute('data-model-id'));
-  return out.join(' ') === expected.join(' ');
-}
-if (window.__sections) window.__sections = {};  // the breakdown pass: the handler's only
-var t0 = performance.now();
-slider.value = String(value);
-slider.dispatchEvent(new Event('input', {bubbles: true}));
-var handler = performance.now() - t0;
-void table.offsetHeight;  // force style + layout of the updated page
-var frames = 0;
-function finish(rerank) {
-  requestAnimationFrame(function () {
-    setTimeout(function () {
-      done({handler: handler, rerank: rerank, next_frame: performance.now() - t0,
-            frames: frames, ok: shown()});
-    }, 0);
-  });
-}
-function poll() {
-  if (shown()) { void table.offsetHeight; finish(performance.now() - t0); return; }
-  if (++frames > 600) { done({error: 'the table never showed the expected order'}); return; }
-  requestAnimationFrame(poll);
-}
-if (shown()) finish(performance.now() - t0); else requestAnimationFrame(poll);
-"""
-
-# The page's whole table, and its weights query.
-TABLE_JS = """
-var rows = document.querySelectorAll('#leaderboard tbody tr'), out = [];
-for (var i = 0; i < Math.min(arguments[0], rows.length); i++)
-  out.push([rows[i].getAttribute('data-model-id'), Number(rows[i].getAttribute('data-rank')),
-            Number(rows[i].getAttribute('data-dynascore'))]);
-return {rows: out, search: location.search, total: rows.length};
-"""
-
-# The bare ranking function on the page's rows, no DOM: median ms over arguments[0] runs.
-COMPUTE_JS = """
-var data = JSON.parse(document.getElementById('board-data').textContent), times = [];
-var weights = [];
-for (var k = 0; k < arguments[0]; k++) {
-  var w = Object.assign({}, data.weights);
-  w[data.axes[k % 5]] = [0, 5, 2, 4.5, 1, 3][Math.floor(k / 5) % 6];
-  weights.push(w);
-}
-for (var i = 0; i < arguments[0]; i++) {
-  var t0 = performance.now();
-  Dynascore.compute(data.models, weights[i],
-    {instanceMemory: data.instance_memory_gib, tolerance: data.tolerance});
-  times.push(performance.now() - t0);
-}
-return {times: times, models: data.models.length};
-"""
-
-# Wrap the page's heavy calls in timers (for the breakdown pass).
-WRAP_JS = """
-window.__sections = {};
-function wrap(obj, name, label) {
-  var f = obj[name];
-  if (f.__wrapped) return;
-  obj[name] = function () {
-    var t0 = performance.now();
-    try { return f.apply(this, arguments); }
-    finally { window.__sections[label] = (window.__sections[label] || 0) + performance.now() - t0; }
-  };
-  obj[name].__wrapped = true;
-}
-wrap(Dynascore, 'reweight', 'reweight');
-wrap(Dynascore, 'compute', 'dynascore_compute');
-wrap(Plots, 'scatter', 'plot_scatter');
-wrap(Plots, 'rounds', 'plot_rounds');
-wrap(Plots, 'legend', 'plot_legends');
-"""
-
-
-# What the page shows, as markup: compared after the moves with a fresh load of the address.
-# The API's statistical-tie notes are left out: the server sends them for the weights it
-# rendered only, so a fresh load of moved weights has them and the moved page cannot.
-SNAPSHOT_JS = """
-return ['leaderboard', 'units', 'plots', 'unranked-section', 'notices', 'downloads']
-  .map(function (id) {
-    var copy = document.getElementById(id).cloneNode(true);
-    copy.querySelectorAll('.stat-tie').forEach(function (n) { n.remove(); });
-    return copy.outerHTML;
-  });
-"""
-
-
 def summary(times: list[float]) -> dict[str, float]:
     ordered = sorted(times)
     p90 = ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
@@ -331,20 +241,69 @@ def api_rows(base: str, search: str) -> list[tuple[str, int, float]]:
 
 
 def check(driver: Any, base: str) -> str | None:
-    """None when the page's rows equal the API's (order, ranks, Dynascores), else why."""
+    """None when the page's rows equal the API's (order, ranks, Dynascores), else why.
+
+    A windowed table is compared row by row at each row's place in the ranking
+    (``aria-rowindex``): the rows must be consecutive, at least 20 (or all), and the
+    ranking's length must be the API's."""
     page = driver.execute_script(TABLE_JS, CHECK_ROWS)
-    shown = [(r[0], int(r[1]), float(r[2])) for r in page["rows"]]
+    shown = [(r[0], int(r[1]), float(r[2]), int(r[3])) for r in page["rows"]]
     expected = api_rows(base, page["search"])
     if len(shown) < min(20, len(expected)):
         return f"{page['search']}: {len(shown)} rows on the page, {len(expected)} in the API"
-    for i, (mine, theirs) in enumerate(zip(shown, expected, strict=False)):
+    if page["total"] != len(expected):
+        return f"{page['search']}: {page['total']} rows ranked, {len(expected)} in the API"
+    first = shown[0][3] if shown else 0
+    if [s[3] for s in shown] != list(range(first, first + len(shown))):
+        return f"{page['search']}: the rows shown are not consecutive"
+    if not page["windowed"] and len(shown) != len(expected):
+        return f"{page['search']}: {len(shown)} rows on the page, {len(expected)} in the API"
+    for mine in shown:
+        i = mine[3]
+        if i >= len(expected):
+            return f"{page['search']}: row {i} shown, {len(expected)} in the API"
+        theirs = expected[i]
         if mine[0] != theirs[0] or mine[1] != theirs[1]:
             return f"{page['search']}: row {i}: page {mine[:2]}, API {theirs[:2]}"
         if abs(mine[2] - theirs[2]) > 1e-6 + 1e-9 * abs(theirs[2]):
             return f"{page['search']}: row {i}: Dynascore {mine[2]} vs {theirs[2]}"
-    if len(shown) != len(expected):
-        return f"{page['search']}: {len(shown)} rows on the page, {len(expected)} in the API"
     return None
+
+
+@dataclass(frozen=True)
+class Scrolled:
+    """What ``check_scrolled`` saw: the table windowed or whole, the rows in the DOM at
+    the top, the places scrolled to and what failed there."""
+
+    windowed: bool
+    rows_in_dom: int
+    places: tuple[int, ...]
+    failures: tuple[str, ...]
+
+
+def check_scrolled(driver: Any, base: str) -> Scrolled:
+    """Scroll a windowed table to its middle and its end: the rows shown there must be the
+    API's at those places (the same check as after each move); back to the top after."""
+    page = driver.execute_script(TABLE_JS, CHECK_ROWS)
+    if not page["windowed"]:
+        return Scrolled(False, len(page["rows"]), (), ())
+    height = driver.execute_script(
+        "var b = document.getElementById('leaderboard').tBodies[0];"
+        "return b.getBoundingClientRect().height / Number(arguments[0]);",
+        page["total"],
+    )
+    places = (page["total"] // 2, page["total"] - 5)
+    failures = []
+    for place in places:
+        driver.execute_async_script(SCROLL_JS, place, height)
+        problem = check(driver, base)
+        rows = driver.execute_script(TABLE_JS, CHECK_ROWS)["rows"]
+        if problem:
+            failures.append(f"scrolled to row {place}: {problem}")
+        elif not any(r[3] == place for r in rows):
+            failures.append(f"scrolled to row {place}: not shown ({rows[0][3]}..{rows[-1][3]})")
+    driver.execute_async_script(SCROLL_JS, -10_000, 1)
+    return Scrolled(True, len(page["rows"]), places, tuple(failures))
 
 
 def open_page(driver: Any, base: str) -> float:
@@ -427,14 +386,23 @@ def measure_page(driver: Any, base: str) -> dict[str, Any]:
         got = driver.execute_async_script(MOVE_JS, slider, value)
         if "error" in got:
             continue
+        # what ran in the handler, and what it left for later (off-screen plots, drawn
+        # when the browser is idle: read once the move's idle work has run)
+        in_handler = got["sections"] or {}
+        driver.execute_async_script(IDLE_JS)
         spent = driver.execute_script("return window.__sections")
-        for key, value_ms in spent.items():
+        for key, value_ms in in_handler.items():
             sections.setdefault(key, []).append(float(value_ms))
-        rest = got["handler"] - sum(spent.values())
+        later = sum(spent.values()) - sum(in_handler.values())
+        sections.setdefault("deferred_after_handler", []).append(later)
+        rest = got["handler"] - sum(in_handler.values())
         sections.setdefault("table_and_rest", []).append(rest)
         sections.setdefault("layout", []).append(got["rerank"] - got["handler"])
     compute = driver.execute_script(COMPUTE_JS, 30)
-    # the moved page's DOM equals a fresh page's for the same address (what it shows)
+    scrolled = check_scrolled(driver, base)
+    failures.extend(scrolled.failures)
+    # the moved page's DOM equals a fresh page's for the same address (what it shows), both
+    # at the top of the page (a windowed table shows the same window there)
     moved = driver.execute_script(SNAPSHOT_JS)
     driver.get(driver.current_url)
     fresh = driver.execute_script(SNAPSHOT_JS)
@@ -457,6 +425,9 @@ def measure_page(driver: Any, base: str) -> dict[str, Any]:
         "page_load_s": round(load_s, 3),
         "board_data_bytes": board_bytes,
         "dom_equals_fresh_render": all(same),
+        "windowed": scrolled.windowed,
+        "rows_in_dom": scrolled.rows_in_dom,
+        "scroll_places_checked": scrolled.places,
         "axis_sliders": axis,
         "round_sliders": by_round,
         "breakdown_ms": {k: round(statistics.median(v), 2) for k, v in sections.items()},

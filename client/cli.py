@@ -12,6 +12,7 @@ from typing import NoReturn
 
 from client import commands
 from client.rerun import cmd_rerun
+from client.rounds import add_rounds_parser
 from configs.schema import ConfigError
 from evaluator.transport.dialects import DEFAULT_DIALECT, dialect_choices
 from store.accounts import MAX_TOKEN_DAYS
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         _rescore,
         _status,
         _rerun,
+        add_rounds_parser,
         _users,
         _tokens,
         _login,

@@ -11,6 +11,7 @@ from typing import Any
 import requests
 
 from client.credentials import token_for
+from configs.vocabulary.webhooks import verify_signature as verify_signature  # for receivers
 from evaluator.transport.dialects import DEFAULT_DIALECT
 
 FINAL_STATUSES = ("done", "failed")
@@ -171,6 +172,62 @@ class DynaevalClient:
     def rotate_token(self, token_id: str) -> dict[str, Any]:
         """The replacement (with its secret); the old token is revoked."""
         return self._call("POST", f"/tokens/{token_id}/rotate")
+
+    # -- webhooks (verify what they send with ``verify_signature``) ---------------------------
+    def create_webhook(
+        self, url: str, model_id: str | None = None, events: list[str] | None = None
+    ) -> dict[str, Any]:
+        """A webhook on your submissions (or on ``model_id``); its ``secret`` is shown once."""
+        body: dict[str, Any] = {"url": url, "model_id": model_id}
+        if events is not None:
+            body["events"] = events
+        return self._call("POST", "/webhooks", json=body)
+
+    def webhooks(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/webhooks")["webhooks"]
+
+    def delete_webhook(self, webhook_id: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/webhooks/{webhook_id}")
+
+    def rotate_webhook_secret(self, webhook_id: str) -> dict[str, Any]:
+        return self._call("POST", f"/webhooks/{webhook_id}/rotate-secret")
+
+    def webhook_deliveries(self, webhook_id: str) -> list[dict[str, Any]]:
+        return self._call("GET", f"/webhooks/{webhook_id}/deliveries")["deliveries"]
+
+    def test_webhook(self, webhook_id: str) -> dict[str, Any]:
+        """Queue a ``ping`` delivery; see ``webhook_deliveries`` for how it went."""
+        return self._call("POST", f"/webhooks/{webhook_id}/test")
+
+    def rounds(self, task: str) -> dict[str, Any]:
+        """The task's rounds: weights and each dataset's hash, size and version (no examples)."""
+        return self._call("GET", f"/tasks/{task}/rounds")
+
+    def add_round(
+        self,
+        task: str,
+        round_name: str,
+        data: str | Path,
+        dataset: str = "test",
+        weight: float | None = None,
+    ) -> dict[str, Any]:
+        """Add a dataset (JSONL) to ``round_name``, creating the round when it is new; the same
+        content again changes nothing (``created`` is false)."""
+        exists = any(r["name"] == round_name for r in self.rounds(task)["rounds"])
+        target = f"/tasks/{task}/rounds" + (f"/{round_name}/datasets" if exists else "")
+        form = {"dataset": dataset} if exists else {"dataset": dataset, "name": round_name}
+        if weight is not None and not exists:
+            form["weight"] = str(weight)
+        with open(data, "rb") as stream:
+            change: dict[str, Any] = self._call(
+                "POST", target, data=form, files={"data": (Path(data).name, stream)}
+            )
+        if exists and weight is not None:
+            change = {**change, "round": self.set_round_weight(task, round_name, weight)["round"]}
+        return change
+
+    def set_round_weight(self, task: str, round_name: str, weight: float) -> dict[str, Any]:
+        return self._call("PATCH", f"/tasks/{task}/rounds/{round_name}", json={"weight": weight})
 
     def compare(self, model_id: str, other_id: str) -> dict[str, Any]:
         """``model_id`` minus ``other_id`` on the task metric, paired bootstrap 95 % interval

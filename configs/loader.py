@@ -6,7 +6,7 @@ import copy
 import dataclasses
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -30,6 +30,7 @@ from configs.vocabulary.axes import AXES
 from configs.vocabulary.registry import UnknownName
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+BLOB_PREFIX = "blob:"  # a dataset path naming a blob-store key instead of a file
 _ROUND = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TASK_KEYS = {
     "name",
@@ -87,11 +88,28 @@ def load_task(path: str | Path, plugins: Plugins, config_dir: Path | None = None
     """Read one task file, merged over the defaults, into a validated TaskSpec."""
     path = Path(path)
     config_dir = config_dir or path.resolve().parent.parent
+    return parse_task(read_task(path, config_dir), plugins, config_dir, str(path))
+
+
+def read_task(path: Path, config_dir: Path) -> dict[str, Any]:
+    """One task file merged over the defaults, not yet validated (the form a stored spec
+    keeps, so the database and the files are checked by the same parser)."""
     raw = _read_yaml(path)
-    merged = _merge(
-        load_defaults(config_dir) if (config_dir / "defaults.yaml").exists() else {}, raw
-    )
-    return _TaskParser(str(path), config_dir, plugins).parse(merged)
+    defaults = load_defaults(config_dir) if (config_dir / "defaults.yaml").exists() else {}
+    return _merge(defaults, raw)
+
+
+def parse_task(
+    merged: Mapping[str, Any],
+    plugins: Plugins,
+    config_dir: Path,
+    source: str,
+    resolve: Callable[[str], Path] | None = None,
+) -> TaskSpec:
+    """A merged spec mapping (a file's or a stored one) validated into a TaskSpec.
+    ``resolve`` maps a dataset path with the ``blob:`` prefix to a local file; without it
+    such a path is an error."""
+    return _TaskParser(source, config_dir, plugins, resolve).parse(copy.deepcopy(dict(merged)))
 
 
 def load_tasks(plugins: Plugins, tasks_dir: Path = TASKS_DIR) -> dict[str, TaskSpec]:
@@ -139,10 +157,17 @@ def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, An
 class _TaskParser:
     """Turns a merged mapping into a TaskSpec, raising ConfigError naming the field."""
 
-    def __init__(self, source: str, config_dir: Path, plugins: Plugins) -> None:
+    def __init__(
+        self,
+        source: str,
+        config_dir: Path,
+        plugins: Plugins,
+        resolve: Callable[[str], Path] | None = None,
+    ) -> None:
         self.source = source
         self.config_dir = config_dir
         self.plugins = plugins
+        self.resolve = resolve
 
     def fail(self, field: str, problem: str) -> ConfigError:
         return ConfigError(self.source, field, problem)
@@ -278,9 +303,22 @@ class _TaskParser:
         if set(spec) != {"name", "path"}:
             raise self.fail(field, "needs exactly 'name' and 'path'")
         path = self.text(spec["path"], f"{field}.path")
+        name = self.text(spec["name"], f"{field}.name")
+        if path.startswith(BLOB_PREFIX):
+            return DatasetSpec(name, self.blob_path(path, f"{field}.path"))
         if not (self.config_dir / path).is_file():
             raise self.fail(f"{field}.path", f"no such file {path!r} under {self.config_dir}")
-        return DatasetSpec(self.text(spec["name"], f"{field}.name"), path)
+        return DatasetSpec(name, path)
+
+    def blob_path(self, path: str, field: str) -> str:
+        """The local file of a blob-backed dataset (an absolute path: joined to the config
+        folder it stays itself, so every reader of ``DatasetSpec.path`` finds it)."""
+        if self.resolve is None:
+            raise self.fail(field, "a blob-backed dataset needs a blob store")
+        try:
+            return str(self.resolve(path[len(BLOB_PREFIX) :]))
+        except (KeyError, ValueError, OSError) as exc:
+            raise self.fail(field, f"cannot read {path!r} ({exc})") from None
 
     def perturbations(self, value: Any, axis: str) -> tuple[PerturbationSpec, ...]:
         if not isinstance(value, list):

@@ -32,6 +32,7 @@ ENV_VARS: Mapping[str, tuple[str, ...]] = {
     "data_dir": ("DYNAEVAL_DATA_DIR",),
     "database_url": ("DYNAEVAL_DATABASE_URL",),
     "store_url": ("DYNAEVAL_STORE_URL",),
+    "webhook_allow_hosts": ("DYNAEVAL_WEBHOOK_ALLOW_HOSTS",),
     "s3.endpoint_url": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
     "s3.region": ("AWS_DEFAULT_REGION",),
     "s3.profile": ("AWS_PROFILE",),
@@ -40,7 +41,7 @@ ENV_VARS: Mapping[str, tuple[str, ...]] = {
     "s3.session_token": ("AWS_SESSION_TOKEN",),
 }
 SECRET_KEYS = frozenset({"s3.secret_access_key", "s3.session_token"})
-_TOP_KEYS = ("data_dir", "database_url", "store_url")
+_TOP_KEYS = ("data_dir", "database_url", "store_url", "webhook_allow_hosts")
 _S3_KEYS = tuple(key.removeprefix("s3.") for key in ENV_VARS if key.startswith("s3."))
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
@@ -104,6 +105,8 @@ class Settings:
     s3: S3Options = S3Options()
     sources: Mapping[str, Source] = field(default_factory=dict)
     config_file: Path | None = None
+    # hosts on local networks that webhooks may call: "host" or "host:port", comma-separated
+    webhook_allow_hosts: tuple[str, ...] = ()
 
     def source(self, key: str) -> Source:
         return self.sources.get(key, DEFAULT)
@@ -121,6 +124,7 @@ class Settings:
             "data_dir": str(self.data_dir),
             "database_url": mask_url(self.database_url),
             "store_url": self.store_url,
+            "webhook_allow_hosts": ",".join(self.webhook_allow_hosts) or None,
         }
         for name in _S3_KEYS:
             values[f"s3.{name}"] = getattr(self.s3, name)
@@ -220,7 +224,9 @@ def _build(raw: Mapping[str, tuple[str, Source]], cwd: Path, path: Path | None) 
     s3 = {name: raw[f"s3.{name}"][0] for name in _S3_KEYS if f"s3.{name}" in raw}
     if "endpoint_url" in s3:
         check_endpoint_url(s3["endpoint_url"], sources["s3.endpoint_url"])
-    return Settings(data_dir, database_url, store_url, S3Options(**s3), sources, path)
+    hooks = raw.get("webhook_allow_hosts", ("", DEFAULT))[0]
+    allow = tuple(entry.strip().lower() for entry in hooks.split(",") if entry.strip())
+    return Settings(data_dir, database_url, store_url, S3Options(**s3), sources, path, allow)
 
 
 def _error(source: Source, key: str, problem: str) -> SettingsError:

@@ -23,3 +23,15 @@ class EvaluationError(Exception):
     def with_log(self, log_tail: str) -> EvaluationError:
         """The same error carrying the runtime's log tail."""
         return EvaluationError(self.code, self.message, log_tail)
+
+
+# Failures that may be the model's exit seen from outside: the runtime is asked why it
+# stopped, and its reason (an exit code, OOM) replaces the symptom.
+EXIT_SYMPTOMS = frozenset(
+    {
+        FailureCode.CRASHED,
+        FailureCode.REQUEST_TIMEOUT,
+        FailureCode.BAD_STATUS,
+        FailureCode.NEVER_HEALTHY,
+    }
+)

@@ -23,7 +23,7 @@ from configs.vocabulary.examples import Example, Prediction
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.results import EvaluationResult, Failure, Score, ScoreKey, pooled_variant
 from evaluator.conditions import collect as collect_conditions
-from evaluator.errors import EvaluationError, EvaluationStopped
+from evaluator.errors import EXIT_SYMPTOMS, EvaluationError, EvaluationStopped
 from evaluator.inputs.datasets import load_examples
 from evaluator.inputs.perturbed_sets import dataset_hash, materialise
 from evaluator.inputs.redaction import HeldOutText
@@ -296,7 +296,7 @@ class Evaluation:
     def explain(self, exc: EvaluationError) -> Failure:
         """Prefer the runtime's own account (OOM kill, exit code) over the symptom seen."""
         code, message = exc.code, exc.message
-        reason = self.exit_reason() if exc.code in _SYMPTOMS else None
+        reason = self.exit_reason() if exc.code in EXIT_SYMPTOMS else None
         if reason is not None:
             code, message = reason.code, f"{reason.sentence} ({exc.message})"
         return Failure(code, self.failure_text(message), self.failure_log(exc.log_tail))
@@ -344,14 +344,6 @@ class Evaluation:
             "conditions": self.profile.get("conditions"),  # None: failed before profiling
             "duration_s": round(time.monotonic() - self.started_at, 3),
         }
-
-
-_SYMPTOMS = {
-    FailureCode.CRASHED,
-    FailureCode.REQUEST_TIMEOUT,
-    FailureCode.BAD_STATUS,
-    FailureCode.NEVER_HEALTHY,
-}
 
 
 def _with_metric(key: ScoreKey, metric: str) -> ScoreKey:

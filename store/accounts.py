@@ -11,24 +11,27 @@ import hashlib
 import re
 import secrets
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import ColumnElement, or_, select, true
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from store.db import Database
 from store.models import ModelRow, TaskRow, TokenRow, UserRow
+from store.principals import (
+    ROLE_SCOPES,
+    ROLES,
+    SCOPES,
+    ModelAccess,
+    Principal,
+    TaskAccess,
+)
 
-ADMIN, RESEARCHER = "admin", "researcher"
-ROLES = (ADMIN, RESEARCHER)
-READ, SUBMIT, ADMIN_SCOPE = "read", "submit", "admin"
-SCOPES = (READ, SUBMIT, ADMIN_SCOPE)
-ROLE_SCOPES = {ADMIN: frozenset(SCOPES), RESEARCHER: frozenset({READ, SUBMIT})}
 API, SESSION = "api", "session"
 TOKEN_PREFIX = "dyn_"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
@@ -57,51 +60,6 @@ class AuthFailure(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code, self.message = code, message
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who asks: their role, the scopes of the credential used and the tasks they own."""
-
-    user_id: str | None
-    name: str
-    role: str | None
-    scopes: frozenset[str] = frozenset()
-    via: str = "anonymous"  # "token", "session" or "anonymous"
-    owned_tasks: frozenset[str] = field(default_factory=frozenset)
-    token_id: str | None = None
-
-    @property
-    def authenticated(self) -> bool:
-        return self.user_id is not None
-
-    @property
-    def is_admin(self) -> bool:
-        return self.role == ADMIN and ADMIN_SCOPE in self.scopes
-
-    def may_see_task(self, task: TaskAccess) -> bool:
-        """Public tasks are everyone's; a private one only its owner's and the admins'."""
-        return not task.private or self.is_admin or task.name in self.owned_tasks
-
-    def may_see_model(self, task: str, owner_id: str | None) -> bool:
-        """A submission is its submitter's, its task owner's and the admins'."""
-        if self.is_admin:
-            return True
-        if self.user_id is None or READ not in self.scopes:
-            return False
-        return owner_id == self.user_id or task in self.owned_tasks
-
-
-ANONYMOUS = Principal(user_id=None, name="anonymous", role=None)
-
-
-@dataclass(frozen=True)
-class TaskAccess:
-    """A task's owner and privacy flag."""
-
-    name: str
-    owner_id: str | None = None
-    private: bool = False
 
 
 @dataclass(frozen=True)
@@ -320,18 +278,29 @@ class Accounts:
 
     def model_access(self, model_id: str) -> tuple[str, str | None] | None:
         """(task, owner id) of a submission, or None when there is none."""
+        found = self.model_publication(model_id)
+        return (found.task, found.owner_id) if found else None
+
+    def model_publication(self, model_id: str) -> ModelAccess | None:
+        """A submission's task, owner and publication, or None when there is none."""
         with self.db.session() as session:
             row = session.get(ModelRow, model_id)
-            return (row.task, row.owner_id) if row else None
+            return ModelAccess(row.id, row.task, row.owner_id, bool(row.published)) if row else None
 
+    def set_published(self, model_id: str, published: bool) -> ModelAccess | None:
+        """Publish or unpublish a submission; None when there is none."""
+        with self.db.session() as session, session.begin():
+            row = session.get(ModelRow, model_id)
+            if row is None:
+                return None
+            row.published = published
+            return ModelAccess(row.id, row.task, row.owner_id, published)
 
-def visible_models(viewer: Principal) -> ColumnElement[bool]:
-    """The SQL condition for the submissions ``viewer`` may see (see may_see_model)."""
-    if viewer.is_admin:
-        return true()
-    if viewer.user_id is None or READ not in viewer.scopes:
-        return ModelRow.id.is_(None)  # nothing
-    return or_(ModelRow.owner_id == viewer.user_id, ModelRow.task.in_(viewer.owned_tasks))
+    def user_name(self, user_id: str | None) -> str | None:
+        """A user's name by id (None for no or an unknown user)."""
+        with self.db.session() as session:
+            user = session.get(UserRow, user_id) if user_id else None
+            return user.name if user else None
 
 
 def _owned_tasks(session: Session, user_id: str) -> frozenset[str]:

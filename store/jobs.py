@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
@@ -40,6 +40,7 @@ from store.leases import (
     updated,
 )
 from store.models import AttemptRow, JobRow, ModelRow, ResultRow, ScoreRow, TaskRow
+from store.webhooks import forget_model, notify_final
 
 HELD_STAGE = "queued: waiting for its image to build"
 HOLD = timedelta(days=3650)  # a held job is available "never", until start_held
@@ -145,19 +146,27 @@ class JobStore(LeaseRecovery):
             if job is None:
                 return False
             session.delete(job)
-            session.flush()  # the job references the model
+            forget_model(session, model_id)
+            session.flush()  # the job and webhooks reference the model
             session.delete(existing(session.get(ModelRow, model_id)))
         return True
 
     def enqueue(
-        self, model_id: str, *, max_attempts: int = DEFAULT_ATTEMPTS, stage: str = "queued"
+        self,
+        model_id: str,
+        *,
+        max_attempts: int = DEFAULT_ATTEMPTS,
+        stage: str = "queued",
+        priority: int = 0,
     ) -> str:
-        """A new evaluation job for an existing model (e.g. its task gained a round)."""
+        """A new evaluation job for an existing model (e.g. its task gained a round); jobs
+        of a higher ``priority`` are claimed first."""
         with self.db.session() as session, session.begin():
             model = session.get(ModelRow, model_id)
             if model is None:
                 raise KeyError(f"no model {model_id!r}")
             job = _new_job(model_id, model.task, max_attempts, stage, self.clock.now())
+            job.priority = priority
             session.add(job)
         return job.id
 
@@ -252,7 +261,9 @@ class JobStore(LeaseRecovery):
             if job is None:
                 return attempt_outcome(session, job_id, lease) == AttemptOutcome.DONE
             check_transition(job.status, JobStatus.DONE)
-            session.add_all(_score_rows(job, result))
+            rows = _score_rows(job, result)
+            _replace_scores(session, job.model_id, rows)
+            session.add_all(rows)
             image_id = (result.provenance.get("runtime") or {}).get("image_id")
             if image_id:  # pin the model to the exact image its scores came from
                 existing(session.get(ModelRow, job.model_id)).image_id = image_id
@@ -261,6 +272,7 @@ class JobStore(LeaseRecovery):
             close_attempt(session, job, AttemptOutcome.DONE, None, now)
             # an earlier attempt's failure stays in its attempt row, not on a finished job
             release_lease(job, None)
+            notify_final(session, job, now, result=result)  # the outbox, in this transaction
         return True
 
     def fail(
@@ -372,20 +384,35 @@ def _new_job(model_id: str, task: str, max_attempts: int, stage: str, now: datet
         progress=0.0,
         stage=stage,
         created_at=now,
+        priority=0,
     )
 
 
 def _candidate(session: Session, now: datetime) -> str | None:
-    """The id of the oldest job that may run at ``now``, if any."""
+    """The id of the highest-priority, then oldest, job that may run at ``now``, if any."""
     query = (
         select(JobRow.id)
         .where(JobRow.status == JobStatus.QUEUED, JobRow.available_at <= now)
-        .order_by(JobRow.available_at, JobRow.created_at)
+        .order_by(JobRow.priority.desc(), JobRow.available_at, JobRow.created_at)
         .limit(1)
     )
     if session.bind.dialect.name == "postgresql":  # type: ignore[union-attr]
         query = query.with_for_update(skip_locked=True)
     return session.scalars(query).first()
+
+
+def _replace_scores(session: Session, model_id: str, rows: list[ScoreRow]) -> None:
+    """Drop the model's earlier scores on the very data these rows were computed on (a
+    rerun or a backfill re-scores it); scores on other versions of a set stay."""
+    computed_on = {(row.round, row.dataset, row.dataset_hash) for row in rows}
+    if not computed_on:
+        return
+    session.execute(
+        delete(ScoreRow).where(
+            ScoreRow.model_id == model_id,
+            tuple_(ScoreRow.round, ScoreRow.dataset, ScoreRow.dataset_hash).in_(computed_on),
+        )
+    )
 
 
 def _score_rows(job: JobRow, result: EvaluationResult) -> list[ScoreRow]:

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import ColumnElement, CursorResult, Update, func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from configs.vocabulary.clock import Clock
 from configs.vocabulary.failures import FailureCode, is_platform_fault
@@ -26,6 +26,7 @@ from configs.vocabulary.jobs import (
 from configs.vocabulary.results import Failure
 from store.db import Database
 from store.models import AttemptRow, Base, JobRow
+from store.webhooks import notify_final
 
 RowT = TypeVar("RowT", bound=Base)
 
@@ -239,6 +240,9 @@ def settle(job: JobRow, failure: Failure, settlement: Settlement, now: datetime)
         job.available_at = settlement.available_at
     if status.final:
         job.finished_at = now
+        session = object_session(job)
+        if session is not None:  # webhooks learn of it in this transaction, or not at all
+            notify_final(session, job, now, failure)
     return status
 
 

@@ -56,6 +56,8 @@ class ModelRow(Base):
     owner_id: Mapped[str | None] = mapped_column(
         ForeignKey("users.id", name="fk_models_owner_id_users"), index=True
     )
+    # The submitter's decision to make the model's page and full scores public.
+    published: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
 
 
 class JobRow(Base):
@@ -70,6 +72,8 @@ class JobRow(Base):
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
     # attempts that ended through the platform's fault (lost worker, platform error)
     platform_faults: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Claimed highest first: a backfill (an old model on new data) waits for submissions.
+    priority: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     available_at: Mapped[datetime]
     lease_owner: Mapped[str | None] = mapped_column(String(128))
     # Each claim's own random token: two live workers sharing an id never share a lease.
@@ -216,3 +220,155 @@ class SnapshotRow(Base):
         ForeignKey("users.id", name="fk_snapshots_owner_id_users")
     )
     created_at: Mapped[datetime]
+
+
+class WebhookRow(Base):
+    """A user's webhook: every submission of theirs, or one (``model_id``), on some events."""
+
+    __tablename__ = "webhooks"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(
+        ForeignKey("users.id", name="fk_webhooks_owner_id_users"), index=True
+    )
+    model_id: Mapped[str | None] = mapped_column(
+        ForeignKey("models.id", name="fk_webhooks_model_id_models"), index=True
+    )
+    url: Mapped[str] = mapped_column(String(2048))
+    events: Mapped[str] = mapped_column(String(64))  # space-separated
+    # Kept as given, not hashed: the notifier must sign with it (see store.webhooks).
+    secret: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime]
+
+
+class WebhookDeliveryRow(Base):
+    """One notification to send (the outbox), written with the job's final state."""
+
+    __tablename__ = "webhook_deliveries"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)  # the receiver's idempotency key
+    webhook_id: Mapped[str] = mapped_column(
+        ForeignKey("webhooks.id", name="fk_webhook_deliveries_webhook_id_webhooks"), index=True
+    )
+    event: Mapped[str] = mapped_column(String(16))
+    payload: Mapped[dict] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16))  # pending, delivered or failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer)
+    next_attempt_at: Mapped[datetime | None]
+    claim_token: Mapped[str | None] = mapped_column(String(36))
+    last_status_code: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(String(300))
+    history: Mapped[list] = mapped_column(JSON)  # every attempt: at, status code, error
+    created_at: Mapped[datetime]
+    last_attempt_at: Mapped[datetime | None]
+    __table_args__ = (Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),)
+
+
+class TaskVersionRow(Base):
+    """One version of a task's spec (the merged mapping the loader validates): the files
+    seed it, each round or dataset change through the API writes the next one."""
+
+    __tablename__ = "task_versions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task: Mapped[str] = mapped_column(String(64))
+    version: Mapped[int] = mapped_column(Integer)
+    spec: Mapped[dict] = mapped_column(JSON)
+    # sha256 of the task file (merged over the defaults) this version started from
+    seed_hash: Mapped[str] = mapped_column(String(64))
+    reason: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime]
+    # Two writers of one version: the second insert fails, never overwrites.
+    __table_args__ = (UniqueConstraint("task", "version", name="uq_task_versions_task_version"),)
+
+
+class TaskDatasetRow(Base):
+    """A held-out set added through the API: content-addressed in the blob store."""
+
+    __tablename__ = "task_datasets"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task: Mapped[str] = mapped_column(String(64), index=True)
+    round: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(128))
+    version: Mapped[int] = mapped_column(Integer)  # of this dataset name in this round
+    sha256: Mapped[str] = mapped_column(String(64))
+    blob_key: Mapped[str] = mapped_column(String(512))
+    examples: Mapped[int] = mapped_column(Integer)
+    task_version: Mapped[int] = mapped_column(Integer)  # the task version it came with
+    created_at: Mapped[datetime]
+    __table_args__ = (
+        UniqueConstraint("task", "round", "name", "version", name="uq_task_datasets_version"),
+    )
+
+
+class RateLimitBucketRow(Base):
+    """One token bucket every API process draws from (``store/ratelimits.py``)."""
+
+    __tablename__ = "rate_limit_buckets"
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)  # kind:user:… or kind:addr:…
+    tokens: Mapped[float] = mapped_column(Float)
+    # Seconds since the epoch on the service's clock: plain arithmetic in SQL on every backend.
+    updated_s: Mapped[float] = mapped_column(Float, index=True)
+    granted: Mapped[bool] = mapped_column(Boolean)  # whether the last take got a token
+
+
+class CollectionRoundRow(Base):
+    """A round open for collection: people write examples against its in-the-loop models."""
+
+    __tablename__ = "collection_rounds"
+    task: Mapped[str] = mapped_column(String(64), primary_key=True)
+    round: Mapped[str] = mapped_column(String(64), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))  # open, closed or frozen
+    model_ids: Mapped[list] = mapped_column(JSON)  # the in-the-loop models, in order
+    settings: Mapped[dict] = mapped_column(JSON)  # votes needed, QA F1 threshold, limits
+    unhealthy: Mapped[dict] = mapped_column(JSON)  # model id -> why it stopped answering
+    opened_by: Mapped[str | None] = mapped_column(
+        ForeignKey("users.id", name="fk_collection_rounds_opened_by_users")
+    )
+    opened_at: Mapped[datetime]
+    frozen_at: Mapped[datetime | None]
+    frozen_sha256: Mapped[str | None] = mapped_column(String(64))  # the dataset it became
+
+
+class CollectedExampleRow(Base):
+    """An example written (or machine-proposed) for a collection round, with the live
+    model's answer; the intended label is never sent to the model."""
+
+    __tablename__ = "collected_examples"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    task: Mapped[str] = mapped_column(String(64))
+    round: Mapped[str] = mapped_column(String(64))
+    origin: Mapped[str] = mapped_column(String(16))  # human or machine
+    author_id: Mapped[str | None] = mapped_column(
+        ForeignKey("users.id", name="fk_collected_examples_author_id_users"), index=True
+    )
+    inputs: Mapped[dict] = mapped_column(JSON)
+    intended: Mapped[dict] = mapped_column(
+        JSON
+    )  # {"label": ...} or {"answer": ..., "answer_start": ...}
+    explanation: Mapped[str | None] = mapped_column(Text)
+    model_id: Mapped[str | None] = mapped_column(String(36))  # the model that answered
+    model_answer: Mapped[dict | None] = mapped_column(JSON)
+    fooled: Mapped[bool | None] = mapped_column(Boolean)  # None: unanswered
+    answer_error: Mapped[str | None] = mapped_column(String(300))
+    fooled_models: Mapped[list | None] = mapped_column(JSON)  # machine proposals: whom it fools
+    source_uid: Mapped[str | None] = mapped_column(String(128))  # what a proposal perturbed
+    verdict: Mapped[str | None] = mapped_column(String(16))  # correct, incorrect or flagged
+    settled_by: Mapped[str | None] = mapped_column(String(36))  # a user id, or "votes"
+    settled_at: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+    __table_args__ = (Index("ix_collected_examples_round", "task", "round"),)
+
+
+class ValidationVoteRow(Base):
+    """One validator's judgement of one example; every vote is kept."""
+
+    __tablename__ = "validation_votes"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    example_id: Mapped[str] = mapped_column(
+        ForeignKey("collected_examples.id", name="fk_validation_votes_example_id"), index=True
+    )
+    voter_id: Mapped[str] = mapped_column(
+        ForeignKey("users.id", name="fk_validation_votes_voter_id_users")
+    )
+    verdict: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime]
+    __table_args__ = (UniqueConstraint("example_id", "voter_id", name="uq_validation_votes_voter"),)

@@ -16,7 +16,6 @@ from sqlalchemy.orm import Session
 
 from configs.vocabulary.jobs import JobStatus
 from configs.vocabulary.results import SCORE_NUMBERS
-from store.accounts import Principal, visible_models
 from store.db import Database
 from store.models import (
     SCORE_KEY_COLUMNS,
@@ -27,6 +26,7 @@ from store.models import (
     ScoreRow,
     TaskRow,
 )
+from store.principals import Principal, visible_models
 
 
 class CursorError(ValueError):
@@ -313,7 +313,7 @@ RECENT_JOBS = 50
 
 def _queue_place(session: Session, job: JobRow, now: datetime) -> dict[str, Any] | None:
     """For a queued job: ``ahead`` (queued jobs a worker claims before it: claim order is
-    available_at, then created_at, as in store.jobs), ``workers`` (distinct workers holding
+    priority, then available_at, then created_at, as in store.jobs), ``workers`` (distinct workers holding
     an unexpired lease now) and ``estimated_start``. The rule: the median run time M of the
     last RECENT_JOBS done jobs; with W live workers the job starts after
     ceil((ahead + 1) / W) runs of M (as if every worker had just started a job: an upper
@@ -323,8 +323,14 @@ def _queue_place(session: Session, job: JobRow, now: datetime) -> dict[str, Any]
         return None
     # Jobs made at the very same instant have no claim order between them: none counts.
     earlier = or_(
-        JobRow.available_at < job.available_at,
-        and_(JobRow.available_at == job.available_at, JobRow.created_at < job.created_at),
+        JobRow.priority > job.priority,
+        and_(
+            JobRow.priority == job.priority,
+            or_(
+                JobRow.available_at < job.available_at,
+                and_(JobRow.available_at == job.available_at, JobRow.created_at < job.created_at),
+            ),
+        ),
     )
     ahead = session.scalar(
         select(func.count()).select_from(JobRow).where(JobRow.status == JobStatus.QUEUED, earlier)

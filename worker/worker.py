@@ -16,7 +16,7 @@ import logging
 import socket
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -30,8 +30,10 @@ from evaluator.errors import EvaluationError
 from evaluator.pipeline import run_evaluation
 from store.blobs import BlobStore
 from store.jobs import ClaimedJob, JobStore
+from store.webhooks import WebhookStore
 from worker.lifecycle import settle_failure
 from worker.lock import WorkerLock
+from worker.notifier import Notifier
 from worker.outage import Outage, describe, is_unreachable
 from worker.outcomes import (
     ResultRefused,
@@ -75,7 +77,7 @@ class Worker:
         self,
         store: JobStore,
         blobs: BlobStore,
-        tasks: dict[str, TaskSpec],
+        tasks: Mapping[str, TaskSpec],
         *,
         worker_id: str | None = None,
         lease_s: float = 60.0,
@@ -117,6 +119,7 @@ class Worker:
         self._current: Progress | None = None
         self._predecessor_settled = False
         self.sandboxes = SandboxReaper(store, self.clock, self.worker_id)
+        self.notifier = Notifier(WebhookStore(store.db, self.clock))  # runs while work() does
 
     # -- stopping --------------------------------------------------------------------------
     def stop(self, now: bool = False) -> None:
@@ -126,6 +129,7 @@ class Worker:
         if self._stop_at is None:
             self._stop_at = self.clock.now()
         self._stopping.set()
+        self.notifier.stop(timeout=0)  # no new deliveries; one in flight ends by its timeout
         if now:
             self._abandon.set()
         current = self._current
@@ -148,7 +152,13 @@ class Worker:
         with WorkerLock(self.worker_id) as lock:
             self.domain = lock.domain
             self.clean_leftovers()
-            self._loop(burst)
+            self.notifier.start()
+            try:
+                self._loop(burst)
+                if burst:  # a one-shot run sends what it caused before it returns
+                    self.notifier.flush()
+            finally:
+                self.notifier.stop()
         return self.stats
 
     def _loop(self, burst: bool) -> None:

@@ -20,7 +20,8 @@ from api.default_view import task_defaults
 from api.errors import ApiError
 from api.pages import boards, public
 from api.pages.visibility import model_visible, task_visible
-from api.schemas import ErrorSchema, LeaderboardSchema, ScoresSchema, WeightsQuerySchema
+from api.schemas import ErrorSchema, ScoresSchema, WeightsQuerySchema
+from api.schemas_board import LeaderboardSchema
 from api.service import Service
 from configs.vocabulary.axes import AXES
 

@@ -11,19 +11,41 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, current_app, render_template, request, send_from_directory, url_for
+from flask import (
+    Blueprint,
+    current_app,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    send_from_directory,
+    url_for,
+)
 from markupsafe import Markup
 from sqlalchemy import func, select
+from werkzeug.wrappers import Response
 
+from api import accounts as session_routes
+from api.auth import SUBMIT, principal
 from api.default_view import task_defaults
+from api.errors import ApiError, error_body
 from api.pages import boards, public
-from api.pages.visibility import model_visible, task_visible
+from api.pages.visibility import (
+    decide_publication,
+    model_private_visible,
+    page_access,
+    readable_model,
+    task_visible,
+)
 from api.pages.visibility import public as public_view
+from api.ratelimit import login_limited
 from api.service import Service
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
 from configs.vocabulary.jobs import JobStatus
+from dynascore.weights import Weights
 from store.models import JobRow, ResultRow
+from store.principals import ModelAccess
 
 STATIC = Path(__file__).resolve().parent / "static"
 pages = Blueprint("pages", __name__, template_folder="templates")
@@ -65,9 +87,18 @@ def tojson_script(value: Any) -> Markup:
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
-@pages.context_processor
+@pages.app_context_processor
 def _labels() -> dict[str, Any]:
     return {"AXES": AXES, "AXIS_LABELS": AXIS_LABELS, "AXIS_UNITS": AXIS_UNITS}
+
+
+@pages.app_context_processor
+def _viewer() -> dict[str, Any]:
+    """Who is signed in, for every page's header (anonymous when nobody is)."""
+    here = request.full_path.rstrip("?")
+    if request.path == "/login":  # signing in from the login page goes where it was going
+        here = local_path(request.values.get("next"))
+    return {"viewer": principal(), "here": here}
 
 
 def task_list() -> str:
@@ -140,6 +171,18 @@ def task_page(task_name: str) -> Any:
         error = str(exc)
         weights = boards.axis_weights(task, None)
         round_weights = defaults.round_weights or boards.default_round_weights(task)
+    return board_page("pages/leaderboard.html", task, weights, round_weights, error=error)
+
+
+def board_page(
+    template: str,
+    task: TaskSpec,
+    weights: Weights,
+    round_weights: dict[str, float],
+    error: str = "",
+    **extra: Any,
+) -> tuple[str, int]:
+    """A leaderboard page for these weights (the task page, and a saved view's page)."""
     board = boards.board(service(), task, weights, round_weights)
     data = boards.page_data(service(), task, weights, round_weights)
     query = _query(weights.to_dict(), round_weights, task)
@@ -147,7 +190,7 @@ def task_page(task_name: str) -> Any:
     data["ties_for"] = "&".join(f"{k}={v}" for k, v in query.items())
     data["condition_groups"] = boards.condition_marks(board)  # marks only on mixed boards
     return render_template(
-        "pages/leaderboard.html",
+        template,
         task=task,
         board=board,
         data=data,
@@ -157,6 +200,7 @@ def task_page(task_name: str) -> Any:
         query=query,
         downloads=_downloads(task, query),
         huge=_huge(board),
+        **extra,
     ), (400 if error else 200)
 
 
@@ -239,20 +283,126 @@ def _huge(board: dict[str, Any]) -> bool:
 @pages.route("/models/<model_id>")
 @public_view
 def model_page(model_id: str) -> Any:
-    found = public.model_results(service(), model_id)
-    if found is None or not model_visible(model_id):
+    """A scored model's page; to its submitter, the task's owner and admins also its newest
+    job (a failure's reason and log tail), and the page of a model not scored yet."""
+    access = readable_model(model_id)
+    found = public.model_results(service(), model_id) if access is not None else None
+    submission = _private_submission(model_id, access)
+    if found is None and submission is not None:
+        return render_template("pages/submission.html", submission=submission)
+    if found is None or access is None:
         return _not_found("There is no scored model with this id (only scored models have a page).")
     task = service().tasks.get(found["task"])
     return render_template(
         "pages/model.html",
         model=found,
+        job=(submission or {}).get("job"),
         task=task,
         view=public.model_view(found),
+        published=access.published,
+        may_publish=principal().may_publish(access),
         downloads={
             fmt: url_for("downloads.scores_download", model_id=model_id, format=fmt)
             for fmt in ("csv", "json")
         },
     )
+
+
+def _private_submission(model_id: str, access: ModelAccess | None) -> dict[str, Any] | None:
+    """The submission with its newest job, for those who may see its failures; else None."""
+    if access is None or not model_private_visible(access):
+        return None
+    return service().queries.submission(model_id, show_internal=principal().is_admin)
+
+
+@pages.route("/models/<model_id>/publication", methods=["POST"])
+@page_access(SUBMIT)
+def publish_form(model_id: str) -> Response:
+    """The model page's publish / unpublish button (as ``PUT .../publication``)."""
+    decide_publication(model_id, request.form.get("published") == "true")
+    return redirect(url_for("pages.model_page", model_id=model_id), 303)
+
+
+# -- signing in and out ----------------------------------------------------------------------
+@pages.route("/login")
+@public_view
+def login_page() -> tuple[str, int]:
+    return _login_form("", 200)
+
+
+@pages.route("/login", methods=["POST"])
+@login_limited
+@public_view
+def login_form() -> Response | tuple[str, int]:
+    """Sign in with the form: the API's login (``POST /api/v1/session``), cookie and all,
+    then back to ``next``. A wrong password is the form again with a sentence."""
+    name, password = request.form.get("name", ""), request.form.get("password", "")
+    if not name or not password:
+        return _login_form("Enter your user name and password.", 400)
+    _, secret = session_routes.sign_in(name[:64], password[:1024])
+    response = redirect(local_path(request.form.get("next")), 303)
+    session_routes.set_session_cookie(response, secret)
+    return response
+
+
+@pages.route("/logout", methods=["POST"])
+@public_view
+def logout_form() -> Response:
+    return session_routes.sign_out(redirect(local_path(request.form.get("next")), 303))
+
+
+def local_path(target: str | None) -> str:
+    """``target`` if it is a path on this site, else ``/``: no redirect to another site
+    (``//host``, a scheme, or a backslash browsers read as a slash)."""
+    if not target or not target.startswith("/") or target.startswith("//"):
+        return "/"
+    if "\\" in target or any(ord(c) < 32 or ord(c) == 127 for c in target):
+        return "/"
+    return target
+
+
+def _login_form(message: str, status: int) -> tuple[str, int]:
+    target = local_path(request.values.get("next"))
+    return render_template("pages/login.html", message=message, next=target), status
+
+
+# Form posts answer their errors as a page with a sentence, not as JSON.
+FORM_ENDPOINTS = frozenset(
+    {
+        "pages.login_form",
+        "pages.logout_form",
+        "pages.publish_form",
+        "view_pages.snapshot_form",
+        "view_pages.view_form",
+        "view_pages.default_form",
+    }
+)
+
+
+def form_error(exc: ApiError) -> Any:
+    """An error met by a form post (its own, or the guard's: a refused origin, a rate
+    limit, no login) as a sentence on a page; other routes keep the JSON error."""
+    if request.endpoint not in FORM_ENDPOINTS:
+        return jsonify(error_body(exc.code, exc.message)), exc.status, exc.headers
+    if request.endpoint == "pages.login_form":
+        message = _LOGIN_SENTENCES.get(exc.code, exc.message)
+        page, status = _login_form(message, exc.status)
+        return page, status, exc.headers
+    page = render_template("pages/not_found.html", heading="Not done", message=_sentence(exc))
+    return page, exc.status, exc.headers
+
+
+_LOGIN_SENTENCES = {"invalid_credentials": "Wrong user name or password."}
+
+
+def _sentence(exc: ApiError) -> str:
+    if exc.status == 401:
+        return "Sign in first: this needs an account."
+    text = exc.message[:1].upper() + exc.message[1:]
+    return text if text.endswith(".") else text + "."
+
+
+pages.register_error_handler(ApiError, form_error)
 
 
 def _not_found(message: str) -> tuple[str, int]:

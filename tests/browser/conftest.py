@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,14 +68,11 @@ class Live:
         return response.json()
 
 
-@pytest.fixture(scope="session")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    """A server on a free loopback port, seeded with scored models (no containers)."""
+@contextmanager
+def serving(service: Service, ids: dict[str, str]) -> Iterator[Live]:
+    """``service``'s app on a free loopback port in a thread; the service is closed after."""
     from werkzeug.serving import make_server
 
-    service = Service.open(tmp_path_factory.mktemp("browser") / "data")
-    ids = seed(service)
-    ids["single"] = seed_single(service)
     server = make_server("127.0.0.1", 0, create_app(service), threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -85,6 +83,16 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         thread.join(timeout=10)
         server.server_close()
         service.close()
+
+
+@pytest.fixture(scope="session")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """A server on a free loopback port, seeded with scored models (no containers)."""
+    service = Service.open(tmp_path_factory.mktemp("browser") / "data")
+    ids = seed(service)
+    ids["single"] = seed_single(service)
+    with serving(service, ids) as running:
+        yield running
 
 
 def _no_selenium_manager(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -248,7 +248,7 @@ def test_an_undefined_dynascore_is_said_plainly(browser: Any, live: Live) -> Non
     assert score == "—"
 
 
-def test_model_page_shows_slices_provenance_and_no_failures(
+def test_model_page_shows_slices_provenance_and_failures_to_admins_only(
     browser: Any, live: Live, artifacts: Path
 ) -> None:
     model_id = live.ids["distilbert"]
@@ -288,11 +288,13 @@ def test_model_page_shows_slices_provenance_and_no_failures(
     browser.set_window_size(1440, _height(browser))
     browser.save_screenshot(str(artifacts / "model.png"))
     browser.set_window_size(1440, 1000)
-    # a failed submission has no public page, and its log tail shows nowhere
+    # a failed submission's reason and log tail are for its owner and admins only
+    browser.get(f"{live.url}/models/{live.ids['failed']}")
+    assert browser.find_element(_by("ID"), "failure").text.startswith("Failed:")
+    live.sign_out(browser)
     browser.get(f"{live.url}/models/{live.ids['failed']}")
     assert "Not found" in browser.find_element(_by("TAG_NAME"), "h1").text
     assert SECRET_LOG not in browser.page_source
-    live.sign_out(browser)
 
 
 def test_screenshot_of_the_leaderboard(browser: Any, live: Live, artifacts: Path) -> None:

@@ -4,7 +4,6 @@ the same after a new model is scored, and a view's URL restores its weights on t
 
 from __future__ import annotations
 
-import threading
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,9 +12,8 @@ from typing import Any
 import pytest
 import requests
 
-from api.app import create_app
 from api.service import Service
-from tests.browser.conftest import Live
+from tests.browser.conftest import Live, serving
 from tests.browser.seed import TASK, seed
 from tests.unit.auth_helpers import issue_token
 from tests.unit.test_api import AXES_A, finished
@@ -32,20 +30,10 @@ def _by(kind: str) -> Any:
 @pytest.fixture(scope="module")
 def own_live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     """A seeded server on a free loopback port for this module only."""
-    from werkzeug.serving import make_server
-
     service = Service.open(tmp_path_factory.mktemp("snapshots") / "data")
     ids = seed(service)
-    server = make_server("127.0.0.1", 0, create_app(service), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield Live(f"http://127.0.0.1:{server.server_port}", service, ids)
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
-        server.server_close()
-        service.close()
+    with serving(service, ids) as running:
+        yield running
 
 
 def _post(live: Live, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -90,7 +78,7 @@ def test_a_view_url_restores_its_weights_on_the_page(own_live: Live, browser: An
             "round_weights": {"r1": 2}}  # fmt: skip
     view = _post(own_live, f"/api/v1/tasks/{TASK}/views", body)
     browser.get(own_live.url + view["url"])
-    assert f"/tasks/{TASK}?" in browser.current_url
+    assert "Memory matters" in browser.find_element(_by("ID"), "view-info").text  # its own page
     for axis, value in view["weights"].items():
         slider = browser.find_element(_by("ID"), f"w_{axis}")
         assert float(slider.get_attribute("value")) == value, axis

@@ -37,10 +37,11 @@ from sqlalchemy import func, select
 
 from evaluator.runtimes.specs import ProcessSpec
 from evaluator.tasks import load_tasks
-from store.accounts import RESEARCHER, Accounts
+from store.accounts import Accounts
 from store.db import Database
 from store.jobs import JobStore
 from store.models import JobRow
+from store.principals import RESEARCHER
 from tests.chaos.harness import (
     MAX_UNEXPECTED_EXITS,
     STOP_WAIT_S,

@@ -238,6 +238,9 @@ def registry(docker_client, tmp_path_factory) -> Iterator[str]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"docker-registry did not start: {log.read_text()[-500:]}")
             time.sleep(0.05)
+        from evaluator.runtimes.docker.references import allow_registries_for_pulls
+
+        allow_registries_for_pulls(["127.0.0.1"])  # any port: test_pull_errors' "down" one too
         yield f"127.0.0.1:{port}"
     finally:
         proc.terminate()

@@ -10,6 +10,9 @@
   var colorOf = {};
   data.models.forEach(function (m, i) { colorOf[m.model_id] = Plots.color(i); });
   var base = location.pathname;
+  // The server rendered every row; with JavaScript a long ranking shows a window of them.
+  var boardRows = Rows.create($("leaderboard").tBodies[0], 4 + AXES.length + data.rounds.length);
+  var unitRows = Rows.create($("units").tBodies[0], 1 + AXES.length);
 
   function $(id) { return document.getElementById(id); }
   // One formatter per number of digits: Number#toLocaleString builds a new one per call
@@ -58,19 +61,25 @@
 
   function render() {
     var q = query();
+    var noRounds = data.rounds.every(function (r) { return !(state.rounds[r] > 0); });
+    var noAxes = AXES.every(function (a) { return !(state.weights[a] > 0); });
+    var result = null;
+    if (!noRounds && !noAxes) {
+      var models = Dynascore.reweight(data.models, data.rounds, state.rounds, data.default_round_weights);
+      result = Dynascore.compute(models, state.weights, { instanceMemory: data.instance_memory_gib, tolerance: data.tolerance });
+    }
+    // Read where the tables are before the first write, so no read below forces a layout.
+    var n = result ? result.models.length : 0;
+    var ranges = [boardRows.range(n), unitRows.range(n)];
     history.replaceState(null, "", base + "?" + q);
     $("download-csv").href = "/api/v1/tasks/" + encodeURIComponent(data.task) + "/leaderboard/download?format=csv&" + q;
     $("download-json").href = "/api/v1/tasks/" + encodeURIComponent(data.task) + "/leaderboard/download?format=json&" + q;
-    var noRounds = data.rounds.every(function (r) { return !(state.rounds[r] > 0); });
-    var noAxes = AXES.every(function (a) { return !(state.weights[a] > 0); });
     var warning = $("undefined");
-    if (noRounds || noAxes) {
+    if (!result) {
       warning.textContent = noRounds ? "Give at least one round a weight above 0." : "Give at least one axis a weight above 0.";
       warning.hidden = false;
       return;
     }
-    var models = Dynascore.reweight(data.models, data.rounds, state.rounds, data.default_round_weights);
-    var result = Dynascore.compute(models, state.weights, { instanceMemory: data.instance_memory_gib, tolerance: data.tolerance });
     warning.textContent = result.undefinedReason || "";
     warning.hidden = !!result.defined;
     var huge = result.models.some(function (e) { return Math.abs(e.dynascore) >= 1000; });
@@ -84,12 +93,10 @@
     } else if (state.dir < 0) entries.reverse();
     var counts = {};
     result.models.forEach(function (e) { counts[e.rank] = (counts[e.rank] || 0) + 1; });
-    patchRows($("leaderboard").tBodies[0], tableRows, entries.map(function (e) { return row(e, result, counts[e.rank] > 1, q); }));
-    patchRows($("units").tBodies[0], unitRows, result.models.map(function (e) {
-      return { id: e.model.model_id, attrs: [], cells: ['<th scope="row">' + esc(e.model.name) + "</th>"].concat(AXES.map(function (a) {
-        return '<td class="n">' + (a in result.shares && e.units[a] != null ? fmt(result.shares[a] * e.units[a], 2) : "—") + "</td>";
-      })) };
-    }));
+    // Rows are built for the window shown only (rows.js): the cost follows the viewport.
+    $("rows-note").hidden = n <= Rows.MIN_ROWS;
+    boardRows.show(n, function (i) { var e = entries[i]; return row(e, result, counts[e.rank] > 1, q); }, ranges[0]);
+    unitRows.show(n, function (i) { return unitRow(result.models[i], result); }, ranges[1]);
     var foot = $("units").tFoot.rows[0].cells;
     AXES.forEach(function (a, i) { foot[i + 1].textContent = fmt(result.amrs[a], 4); });
     $("unranked").innerHTML = result.unranked.map(function (u) {
@@ -102,7 +109,35 @@
       if (b.dataset.sort === state.sort) th.setAttribute("aria-sort", state.dir > 0 ? "ascending" : "descending");
       else th.removeAttribute("aria-sort");
     });
-    drawPlots(result);
+    schedulePlots(result);
+  }
+
+  function unitRow(e, result) {
+    return { id: e.model.model_id, attrs: [], cells: ['<th scope="row">' + esc(e.model.name) + "</th>"].concat(AXES.map(function (a) {
+      return '<td class="n">' + (a in result.shares && e.units[a] != null ? fmt(result.shares[a] * e.units[a], 2) : "—") + "</td>";
+    })) };
+  }
+
+  // Plots out of view are redrawn when the browser is idle (at most once for a burst of
+  // moves), not in the re-rank's frame; plots in view are redrawn at once.
+  var plotsInView = false, plotsPending = null;
+  if ("IntersectionObserver" in window) {
+    new IntersectionObserver(function (seen) {
+      plotsInView = seen[seen.length - 1].isIntersecting;
+      if (plotsInView && plotsPending) drawPending();
+    }).observe($("plots"));
+  } else plotsInView = true;
+  function drawPending() {
+    var result = plotsPending;
+    plotsPending = null;
+    if (result) drawPlots(result);
+  }
+  var idle = window.requestIdleCallback || function (f) { return setTimeout(f, 50); };
+  var firstDraw = true;
+  function schedulePlots(result) {
+    if (plotsInView || firstDraw) { firstDraw = false; plotsPending = null; drawPlots(result); return; }
+    if (!plotsPending) idle(drawPending, { timeout: 300 });
+    plotsPending = result;
   }
 
   // A link to the model's page where the viewer may open it (its submitter, the task's
@@ -140,62 +175,6 @@
     cells.push("<td>" + (m.not_scored_on.length ? '<span class="partial">partial: not scored on ' + esc(m.not_scored_on.join(", ")) + "</span>" : "complete") +
       (tie ? '<div class="stat-tie">' + esc(tie) + "</div>" : "") + "</td>");
     return { id: m.model_id, attrs: [["data-rank", String(e.rank)], ["data-dynascore", String(e.dynascore)]], cells: cells };
-  }
-
-  // Table rows kept by model id between renders: a re-rank moves them into the new order and
-  // re-parses only the cells whose markup changed (the rank and the score, mostly), so the
-  // body ends up exactly as if it had been rebuilt from the same markup, without re-creating
-  // a thousand rows. rows: [{id, attrs: [[name, value]], cells: [cell markup]}].
-  var tableRows = new Map(), unitRows = new Map();
-  var parser = document.createElement("template");
-  function parseRows(html) {
-    parser.innerHTML = html;
-    var parsed = Array.prototype.slice.call(parser.content.children);
-    parser.innerHTML = "";
-    return parsed;
-  }
-  function rowMarkup(r) {
-    return '<tr data-model-id="' + esc(r.id) + '"' + r.attrs.map(function (a) { return " " + a[0] + '="' + esc(a[1]) + '"'; }).join("") + ">" + r.cells.join("") + "</tr>";
-  }
-  function patchRows(tbody, cache, rows) {
-    var fresh = [], patches = [], patched = [];
-    rows.forEach(function (r) {
-      var kept = cache.get(r.id);
-      if (!kept || kept.tr.parentNode !== tbody || kept.cells.length !== r.cells.length) { fresh.push(r); return; }
-      var changed = [];
-      r.cells.forEach(function (c, i) { if (c !== kept.cells[i]) changed.push(i); });
-      if (changed.length) {
-        patches.push("<tr>" + changed.map(function (i) { return r.cells[i]; }).join("") + "</tr>");
-        patched.push({ kept: kept, changed: changed, row: r });
-      }
-      r.attrs.forEach(function (a) { if (kept.tr.getAttribute(a[0]) !== a[1]) kept.tr.setAttribute(a[0], a[1]); });
-    });
-    if (fresh.length) {
-      parseRows(fresh.map(rowMarkup).join("")).forEach(function (tr, k) {
-        cache.set(fresh[k].id, { tr: tr, cells: fresh[k].cells.slice() });
-      });
-    }
-    if (patches.length) {
-      parseRows(patches.join("")).forEach(function (tr, k) {
-        var p = patched[k], cells = p.kept.tr.cells, parsed = Array.prototype.slice.call(tr.cells);
-        p.changed.forEach(function (i, j) {
-          p.kept.tr.replaceChild(parsed[j], cells[i]);
-          p.kept.cells[i] = p.row.cells[i];
-        });
-      });
-    }
-    var order = rows.map(function (r) { return cache.get(r.id).tr; });
-    var current = tbody.rows, same = current.length === order.length;
-    for (var i = 0; same && i < order.length; i++) same = current[i] === order[i];
-    if (!same) {
-      var fragment = document.createDocumentFragment();
-      order.forEach(function (tr) { fragment.appendChild(tr); });
-      tbody.replaceChildren(fragment);
-    }
-    if (cache.size > rows.length * 2) {  // forget rows no longer shown
-      var shown = new Set(rows.map(function (r) { return r.id; }));
-      cache.forEach(function (_, id) { if (!shown.has(id)) cache.delete(id); });
-    }
   }
 
   function drawPlots(result) {
@@ -244,6 +223,14 @@
       else { state.sort = key; state.dir = key === "rank" || key === "name" ? 1 : -1; }
       render();
     });
+  });
+  // Every row in the DOM again, for the browser's find (a re-rank then lays out them all).
+  $("all-rows").addEventListener("click", function () {
+    var all = !boardRows.all;
+    boardRows.all = unitRows.all = all;
+    this.setAttribute("aria-pressed", String(all));
+    this.textContent = all ? "Show the rows around the view" : "Show every row";
+    render();
   });
   // Labels for screen readers: "Performance weight".
   AXES.forEach(function (a) { $("w_" + a).setAttribute("aria-label", LABELS[a] + " weight"); });

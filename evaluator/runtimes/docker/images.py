@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +24,13 @@ from configs.schema import Limits
 from configs.vocabulary.failures import FailureCode
 from evaluator.errors import EvaluationError
 from evaluator.runtimes.docker.engine_faults import classify
+from evaluator.runtimes.docker.references import (
+    RegistryUnresolved,
+    Resolver,
+    check_pull_address,
+    pull_allow_list,
+    system_resolver,
+)
 from evaluator.runtimes.docker.tarballs import inspect_tarball, mib
 
 _TARBALL_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2")
@@ -159,14 +166,27 @@ def pull(reference: str, limits: Limits, client: docker.DockerClient | None = No
 
 
 def acquire_pull(
-    reference: str, limits: Limits, client: docker.DockerClient | None = None
+    reference: str,
+    limits: Limits,
+    client: docker.DockerClient | None = None,
+    *,
+    allowed: Collection[str] | None = None,
+    resolve: Resolver = system_resolver,
+    check_address: bool = True,
 ) -> Acquired:
     """Ask the registry for ``reference``'s digest, then pull exactly that digest.
 
     Pulling by digest creates no local tag, so a reference named like a local image (the
     base image, an example) cannot move that tag; the registry is always asked, whatever
     the engine holds. ``fresh`` when the image was not in the engine before.
+
+    First, unless ``check_address`` is off (trusted local use), the registry's host is
+    resolved again and refused when it is on the platform's own network and not in
+    ``allowed`` (default: ``DYNAEVAL_ALLOWED_REGISTRIES`` and this process's additions,
+    see ``references.allow_registries_for_pulls``): the engine is never asked.
     """
+    if check_address:
+        check_pull_registry(reference, allowed, resolve)
     client = _client(client)
     repository, tag = parse_repository_tag(reference)
     try:
@@ -182,6 +202,22 @@ def acquire_pull(
     fresh = ref.image_id not in before
     check_size(ref, limits, client, remove=fresh)
     return Acquired(ref, fresh=fresh)
+
+
+def check_pull_registry(
+    reference: str, allowed: Collection[str] | None = None, resolve: Resolver = system_resolver
+) -> None:
+    """The pull-time registry check as the job's failure: the submitter named a registry
+    the worker may not reach (``image_not_loadable``); a resolver that says "try again" is
+    the platform's fault (retried)."""
+    allowed = pull_allow_list() if allowed is None else allowed
+    try:
+        check_pull_address(reference, allowed, resolve)
+    except RegistryUnresolved as exc:
+        code = FailureCode.PLATFORM_ERROR if exc.temporary else FailureCode.IMAGE_NOT_LOADABLE
+        raise EvaluationError(code, f"not pulled: {exc}") from None
+    except ValueError as exc:
+        raise EvaluationError(FailureCode.IMAGE_NOT_LOADABLE, f"refused to pull: {exc}") from None
 
 
 def release(
@@ -256,6 +292,6 @@ def acquire_local(
     try:
         ref = image_ref(source, client)
     except EvaluationError:
-        return acquire_pull(source, limits, client)
+        return acquire_pull(source, limits, client, check_address=False)
     check_size(ref, limits, client)
     return Acquired(ref)

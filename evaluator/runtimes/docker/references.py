@@ -5,8 +5,10 @@ network unless the operator allow-lists it)."""
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
-from collections.abc import Collection
+import socket
+from collections.abc import Callable, Collection, Iterable
 
 # The reference grammar of distribution/reference: [domain[:port]/]path[:tag][@digest].
 _LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
@@ -86,8 +88,8 @@ def check_registry_address(ref: str, allowed: Collection[str] = ()) -> None:
     ``0x7f.1``, ``[::ffff:127.0.0.1]``), or a name that only resolves locally
     (``localhost``, ``*.localhost``, ``*.local``, ``*.internal``, single labels) — unless
     the operator allow-listed it: ``allowed`` holds ``host`` (any port) or ``host:port``
-    entries. No name is resolved: a public name that resolves to a private address is for the
-    network's egress policy to stop."""
+    entries. No name is resolved here (at submission); :func:`check_pull_address` resolves
+    it again when the worker pulls."""
     found = registry_host(ref)
     if found is None:
         return
@@ -108,6 +110,80 @@ def check_registry_address(ref: str, allowed: Collection[str] = ()) -> None:
             f"{ref!r}: the registry {host} is a name on the local network; only registries "
             "the operator allow-lists may be local"
         )
+
+
+class RegistryUnresolved(ValueError):
+    """The registry's name did not resolve; ``temporary`` when the resolver said to try
+    again (the platform's DNS, not the submission)."""
+
+    def __init__(self, message: str, temporary: bool) -> None:
+        super().__init__(message)
+        self.temporary = temporary
+
+
+Resolver = Callable[[str, int | None], list[str]]
+"""The addresses a host name (with the port it is reached on) resolves to."""
+
+
+def system_resolver(host: str, port: int | None) -> list[str]:
+    """The addresses the system's resolver gives for ``host`` (every family)."""
+    infos = socket.getaddrinfo(host, port or 443, proto=socket.IPPROTO_TCP)
+    return [str(info[4][0]) for info in infos]
+
+
+def allowed_registries_from_env() -> list[str]:
+    """The operator's allow-list of local-network registries: ``DYNAEVAL_ALLOWED_REGISTRIES``
+    (``host`` or ``host:port``, comma-separated)."""
+    value = os.environ.get("DYNAEVAL_ALLOWED_REGISTRIES", "")
+    return [entry.strip() for entry in value.split(",") if entry.strip()]
+
+
+# Entries the running process allow-lists on top of the environment's (``serve
+# --allow-registry``): the embedded workers pull what the process's API accepted.
+_PROCESS_ALLOWED: set[str] = set()
+
+
+def allow_registries_for_pulls(entries: Iterable[str]) -> None:
+    """Allow-list ``entries`` for every pull this process makes from now on."""
+    _PROCESS_ALLOWED.update(entry.strip() for entry in entries if entry.strip())
+
+
+def pull_allow_list() -> list[str]:
+    """What a pull may reach on local networks: the environment's allow-list and this
+    process's (:func:`allow_registries_for_pulls`)."""
+    return [*allowed_registries_from_env(), *sorted(_PROCESS_ALLOWED)]
+
+
+def check_pull_address(
+    ref: str, allowed: Collection[str] = (), resolve: Resolver = system_resolver
+) -> None:
+    """Just before a pull: :func:`check_registry_address`, then resolve the registry's name
+    and refuse (ValueError) when any answer is not a public address, unless allow-listed. A
+    name that was public when submitted may point inside the platform's network by now (DNS
+    rebinding); a name that does not resolve is refused too, as the pull would fail."""
+    check_registry_address(ref, allowed)
+    found = registry_host(ref)
+    if found is None or parse_ip_host(found[0]) is not None:
+        return  # Docker Hub, or an address literal check_registry_address already judged
+    host, port = found
+    if _allow_listed(host, port, allowed):
+        return
+    try:
+        answers = resolve(host, port)
+    except (OSError, UnicodeError) as exc:
+        temporary = isinstance(exc, socket.gaierror) and exc.errno == socket.EAI_AGAIN
+        message = f"{ref!r}: the registry {host} does not resolve ({exc})"
+        raise RegistryUnresolved(message, temporary) from None
+    if not answers:
+        raise RegistryUnresolved(f"{ref!r}: the registry {host} does not resolve", False)
+    for answer in answers:
+        address = parse_ip_host(answer)
+        if address is None or not _public(address):
+            raise ValueError(
+                f"{ref!r}: the registry {host} now resolves to {answer}, a loopback, private, "
+                "link-local or reserved address; only registries the operator allow-lists "
+                "may be on local networks"
+            )
 
 
 def _allow_listed(host: str, port: int | None, allowed: Collection[str]) -> bool:

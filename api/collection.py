@@ -1,0 +1,265 @@
+"""Collection (issue #17): a task's owner opens a round with in-the-loop models; signed-in
+writers submit examples and see at once whether they fooled the live model.
+
+The live model receives only the example's input fields, never the intended output. A
+model that fails is marked unhealthy for the round and the example is kept unanswered;
+later writes go to the next healthy model (store/collection.py explains the choice).
+Written examples are future held-out data: their author and the task's owners see them,
+nobody else. A private task's rounds answer 404 to outsiders."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from flask_smorest import Blueprint
+
+from api.auth import PUBLIC, SUBMIT, access, principal
+from api.collection_schemas import (
+    CollectionSchema,
+    ExampleBodySchema,
+    ExampleListSchema,
+    ExampleQuerySchema,
+    OpenBodySchema,
+    WrittenSchema,
+    check_example,
+)
+from api.docs import error_docs, success_docs
+from api.errors import ApiError
+from api.routes import service, task_or_404
+from configs.schema import TaskSpec
+from evaluator.live import LiveModel, LiveModelError
+from metrics.fooled import is_fooled
+from store.collection import (
+    NO_HEALTHY_MODEL,
+    Collection,
+    CollectionRefused,
+    RoundState,
+    Settings,
+    StoredExample,
+    Written,
+)
+from store.ratelimits import SharedBuckets
+
+blp = Blueprint("collection", __name__, url_prefix="/api/v1", description="Collection")
+ERRORS = {
+    400: "bad_request: the body is not valid JSON",
+    401: "unauthenticated (no or unknown credentials), token_expired or token_revoked",
+    403: "not_task_owner (opening and closing are the task owner's or an admin's), "
+    "insufficient_scope or cross_site_refused",
+    404: "unknown_task (also a private task's, to outsiders) or unknown_round (not opened "
+    "for collection)",
+    409: "collection_open (already open), round_frozen or round_not_open (closed or frozen: "
+    "no writes)",
+    422: "invalid_round, invalid_models (names the model that is not a scored submission of the task), "
+    "invalid_example (names the field and the problem; nothing is stored) or a field out "
+    "of range",
+    429: "rate_limited: too many writes (per user, or per user and round as the round's "
+    "writes_per_hour allows); retry after the seconds in Retry-After",
+}
+errors = error_docs(blp, ERRORS)
+ok = success_docs(blp)
+_PATH = "/tasks/<task_name>/rounds/<round_name>"
+_WINDOW_S = 3600.0
+_ROUND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def collection() -> Collection:
+    return Collection(service().db, service().clock)
+
+
+def _refused(exc: CollectionRefused) -> ApiError:
+    return ApiError(exc.status, exc.code, exc.message)
+
+
+def _owned(task_name: str) -> TaskSpec:
+    """The task, if the caller owns it or is an admin (outsiders of a private task: 404)."""
+    task = task_or_404(task_name)
+    who = principal()
+    if not (who.is_admin or task.name in who.owned_tasks):
+        raise ApiError(403, "not_task_owner", "only the task's owner or an admin does this")
+    return task
+
+
+def _state_or_404(task: TaskSpec, round_name: str) -> RoundState:
+    found = collection().state(task.name, round_name)
+    if found is None:
+        raise ApiError(
+            404,
+            "unknown_round",
+            f"round {round_name!r} of {task.name!r} is not open for collection",
+        )
+    return found
+
+
+def shown(state: RoundState) -> dict[str, Any]:
+    """The round as the API shows it (no examples)."""
+    return {
+        "task": state.task,
+        "round": state.round,
+        "status": state.status,
+        "opened_at": state.opened_at.isoformat() + "Z",
+        "models": [
+            {"id": m.id, "name": m.name, "healthy": m.unhealthy is None, "reason": m.unhealthy}
+            for m in state.models
+        ],
+        "settings": state.settings.to_dict(),
+        "counts": dict(state.counts),
+    }
+
+
+def write_example(task: TaskSpec, round_name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Check, rate-limit, ask the live model (inputs only), decide fooled and store; the
+    page and the API share it. Raises CollectionRefused or ApiError (429)."""
+    state = _state_or_404(task, round_name)
+    if state.status != "open":
+        raise CollectionRefused(409, "round_not_open", f"round {round_name!r} is {state.status}")
+    checked = check_example(task, body, state.settings.max_field_chars)
+    chosen = collection().pick(state, body.get("model_id"))
+    _take_write(state)
+    answer, fooled, error = None, None, NO_HEALTHY_MODEL if chosen is None else None
+    if chosen is not None:
+        live = LiveModel(chosen.id, chosen.runtime, chosen.image_id)
+        try:
+            prediction = service().live.answer(live, task, checked.inputs)
+            answer = {task.output_key: prediction.output}
+            fooled = is_fooled(
+                task.output_type, checked.intended, prediction, state.settings.qa_f1_threshold
+            )
+        except LiveModelError as exc:
+            error = f"{exc.code}: {exc.message}"[:300]
+    explanation = (body.get("explanation") or "").strip() or None
+    written = Written(
+        principal().user_id or "", checked.inputs, checked.intended, explanation,
+        None if chosen is None else chosen.id, answer, fooled, error,
+    )  # fmt: skip
+    example_id = collection().record(task.name, round_name, written)
+    service().live.stop_idle()  # writes are the pool's heartbeat: idle models stop here
+    return {
+        "id": example_id,
+        "model_id": written.model_id,
+        "model_answer": answer,
+        "fooled": fooled,
+        "unanswered": fooled is None,
+        "message": _message(fooled, error),
+    }
+
+
+def _message(fooled: bool | None, error: str | None) -> str:
+    if fooled is None:
+        return (
+            f"The model could not answer ({error}). Your example is kept, marked unanswered; "
+            "the next one goes to another model if one is healthy."
+        )
+    return "You fooled the model." if fooled else "The model got it right."
+
+
+def _take_write(state: RoundState) -> None:
+    """One of the writer's writes_per_hour for this round (429 with Retry-After)."""
+    buckets = SharedBuckets(
+        service().db, "collect", state.settings.writes_per_hour, _WINDOW_S, service().clock
+    )
+    wait = buckets.take(f"{state.task}/{state.round}/{principal().user_id}")
+    if wait > 0:
+        seconds = max(1, int(wait + 0.999999))
+        raise ApiError(
+            429,
+            "rate_limited",
+            f"this round allows {state.settings.writes_per_hour} examples an hour per writer: "
+            f"try again in {seconds} s",
+            headers={"Retry-After": str(seconds)},
+        )
+
+
+def _example(example: StoredExample) -> dict[str, Any]:
+    return {
+        "id": example.id,
+        "author": example.author_id,
+        "inputs": example.inputs,
+        "intended": example.intended,
+        "explanation": example.explanation,
+        "model_id": example.model_id,
+        "model_answer": example.model_answer,
+        "fooled": example.fooled,
+        "answer_error": example.answer_error,
+        "verdict": example.verdict,
+        "created_at": example.created_at.isoformat() + "Z",
+    }
+
+
+# -- routes ----------------------------------------------------------------------------------
+@blp.route(f"{_PATH}/collection", methods=["POST"])
+@access(blp, SUBMIT)
+@blp.arguments(OpenBodySchema)
+@ok(CollectionSchema, 201)
+@errors(400, 401, 403, 404, 409, 422)
+def open_collection(body: dict[str, Any], task_name: str, round_name: str) -> tuple[dict, int]:
+    """Open a round for collection (task owner or admin) with its in-the-loop models:
+    scored submissions of the task. Reopening a closed round resets every model's health."""
+    task = _owned(task_name)
+    if not _ROUND_NAME.fullmatch(round_name):
+        raise ApiError(422, "invalid_round", "a round name is letters, digits, '_', '-', '.'")
+    settings = Settings(**body.get("settings", {}))
+    who = principal()
+    try:
+        state = collection().open(task.name, round_name, body["model_ids"], settings, who.user_id)
+    except CollectionRefused as exc:
+        raise _refused(exc) from None
+    return shown(state), 201
+
+
+@blp.route(f"{_PATH}/collection", methods=["GET"])
+@access(blp, PUBLIC)
+@ok(CollectionSchema)
+@errors(404)
+def get_collection(task_name: str, round_name: str) -> dict[str, Any]:
+    """A round's collection: status, models (healthy, or why not), settings and counts."""
+    return shown(_state_or_404(task_or_404(task_name), round_name))
+
+
+@blp.route(f"{_PATH}/collection/close", methods=["POST"])
+@access(blp, SUBMIT)
+@ok(CollectionSchema)
+@errors(401, 403, 404, 409)
+def close_collection(task_name: str, round_name: str) -> dict[str, Any]:
+    """Stop collection on an open round (task owner or admin)."""
+    task = _owned(task_name)
+    try:
+        return shown(collection().close(task.name, round_name))
+    except CollectionRefused as exc:
+        raise _refused(exc) from None
+
+
+@blp.route(f"{_PATH}/examples", methods=["POST"])
+@access(blp, SUBMIT)
+@blp.arguments(ExampleBodySchema)
+@ok(WrittenSchema, 201)
+@errors(400, 401, 403, 404, 409, 422, 429)
+def post_example(body: dict[str, Any], task_name: str, round_name: str) -> tuple[dict, int]:
+    """Write an example (input fields plus `label`, or `answer` and `answer_start` for QA);
+    the live model answers at once. A failed model leaves the example kept, unanswered."""
+    task = task_or_404(task_name)
+    try:
+        return write_example(task, round_name, body), 201
+    except CollectionRefused as exc:
+        raise _refused(exc) from None
+
+
+@blp.route(f"{_PATH}/examples", methods=["GET"])
+@access(blp, PUBLIC)
+@blp.arguments(ExampleQuerySchema, location="query")
+@ok(ExampleListSchema)
+@errors(404, 422)
+def list_examples(query: dict[str, Any], task_name: str, round_name: str) -> dict[str, Any]:
+    """Written examples: the caller's own (`mine=true`, or anyone not the task's owner);
+    owners and admins see all. Never public: anonymous callers get an empty list."""
+    task = task_or_404(task_name)
+    _state_or_404(task, round_name)
+    who = principal()
+    if not who.authenticated:
+        return {"examples": []}
+    owner = who.is_admin or task.name in who.owned_tasks
+    author = who.user_id if query["mine"] or not owner else None
+    found = collection().examples(task.name, round_name, author, query["limit"])
+    return {"examples": [_example(e) for e in found]}

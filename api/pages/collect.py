@@ -1,0 +1,125 @@
+"""The page where people write examples for a collection round: a plain form (no script
+needed) with the task's input fields and the intended label (QA: the answer), posted to
+this blueprint, answered with the live model's answer and whether it was fooled.
+
+The write goes through the API's own path (``api.collection.write_example``), so limits,
+checks and storage are the same; the app-wide guard applies the same Origin/CSRF rule as
+every other page form, and refusals come back as the form with a sentence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, render_template, request
+from werkzeug.wrappers import Response
+
+from api.auth import SUBMIT, principal
+from api.collection import collection, write_example
+from api.collection_schemas import MAX_EXPLANATION_CHARS
+from api.errors import ApiError
+from api.pages.visibility import page_access, public, task_visible
+from api.routes import service
+from configs.schema import TaskSpec
+from store.collection import CollectionRefused, RoundState
+
+collect_pages = Blueprint("collect_pages", __name__, template_folder="templates")
+
+
+def _found(task_name: str, round_name: str) -> tuple[TaskSpec, RoundState] | None:
+    task = service().tasks.get(task_name)
+    if task is None or not task_visible(task_name):
+        return None
+    state = collection().state(task.name, round_name)
+    return None if state is None else (task, state)
+
+
+def _page(
+    found: tuple[TaskSpec, RoundState],
+    status: int = 200,
+    result: dict[str, Any] | None = None,
+    message: str = "",
+    sent: dict[str, str] | None = None,
+) -> tuple[str, int]:
+    task, state = found
+    page = render_template(
+        "pages/collect.html",
+        task=task,
+        round=state,
+        may_write=SUBMIT in principal().scopes,
+        result=result,
+        message=message,
+        sent=sent or {},
+    )
+    return page, status
+
+
+def _missing(task_name: str, round_name: str) -> tuple[str, int]:
+    message = f"Round “{round_name}” of task “{task_name}” is not open for collection."
+    return render_template("pages/not_found.html", message=message), 404
+
+
+@collect_pages.route("/tasks/<task_name>/rounds/<round_name>/collect")
+@public
+def collect_page(task_name: str, round_name: str) -> tuple[str, int]:
+    found = _found(task_name, round_name)
+    return _page(found) if found else _missing(task_name, round_name)
+
+
+@collect_pages.route("/tasks/<task_name>/rounds/<round_name>/collect", methods=["POST"])
+@page_access(SUBMIT)
+def collect_form(task_name: str, round_name: str) -> Response | tuple[str, int]:
+    """The page's form (as ``POST /api/v1/tasks/<task>/rounds/<round>/examples``)."""
+    found = _found(task_name, round_name)
+    if found is None:
+        return _missing(task_name, round_name)
+    task, _ = found
+    sent = {key: value for key, value in request.form.items()}
+    try:
+        result = write_example(task, round_name, _body(task, sent))
+    except CollectionRefused as exc:
+        return _page(
+            _found(task_name, round_name) or found,
+            exc.status,
+            message=_sentence(exc.message),
+            sent=sent,
+        )
+    return _page(_found(task_name, round_name) or found, 201, result=result)
+
+
+def _body(task: TaskSpec, form: dict[str, str]) -> dict[str, Any]:
+    """The form as the API's JSON body; a QA answer without a start is found in the context."""
+    inputs = {name: form.get(f"input_{name}", "") for name in task.input_fields}
+    body: dict[str, Any] = {"inputs": inputs}
+    explanation = form.get("explanation", "").strip()
+    if len(explanation) > MAX_EXPLANATION_CHARS:
+        raise CollectionRefused(
+            422, "invalid_example", f"explanation: at most {MAX_EXPLANATION_CHARS} characters"
+        )
+    if explanation:
+        body["explanation"] = explanation
+    if task.output_type == "answer":
+        answer = form.get("answer", "")
+        body["answer"] = answer
+        body["answer_start"] = inputs.get("context", "").find(answer) if answer else None
+    else:
+        body["label"] = form.get("label") or None
+    return body
+
+
+def _sentence(text: str) -> str:
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith(".") else text + "."
+
+
+def _form_error(exc: ApiError) -> tuple[str, int, dict[str, str]]:
+    """A refusal on this page (no login, a foreign origin, too many writes) as a sentence."""
+    message = (
+        "Sign in first: writing examples needs an account."
+        if exc.status == 401
+        else (_sentence(exc.message))
+    )
+    page = render_template("pages/not_found.html", heading="Not done", message=message)
+    return page, exc.status, exc.headers
+
+
+collect_pages.register_error_handler(ApiError, _form_error)

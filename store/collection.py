@@ -1,0 +1,308 @@
+"""Collection rounds: opening a round with its in-the-loop models, closing it, and storing
+the examples people write against those models (issue #17).
+
+Which model answers a write: the writer's choice when healthy, else the healthy in-the-loop
+model that has answered the fewest examples of the round (ties: the order they were opened
+with). Least-used is derived from the stored rows, so every API process picks the same way
+without a shared cursor, and a model that was skipped while unhealthy catches up after the
+owner resets health. A write is one transaction: the example, and the model marked unhealthy
+when it failed; a round closed meanwhile stores nothing."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
+from store.db import Database
+from store.models import CollectedExampleRow, CollectionRoundRow, ModelRow, ResultRow
+
+OPEN, CLOSED, FROZEN = "open", "closed", "frozen"
+HUMAN = "human"
+NO_HEALTHY_MODEL = "no in-the-loop model of this round is healthy; the round's owner can reopen it"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A collection round's settings, with the issue's defaults."""
+
+    votes_needed: int = 2
+    qa_f1_threshold: float = 0.4
+    writes_per_hour: int = 60
+    max_field_chars: int = 2000
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def of(cls, stored: Mapping[str, Any] | None) -> Settings:
+        """The settings stored with a round; unknown keys are ignored."""
+        known = {k: v for k, v in (stored or {}).items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+class CollectionRefused(Exception):
+    """A collection change refused with an HTTP status, a code and a sentence."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+@dataclass(frozen=True)
+class LoopModel:
+    """An in-the-loop model: its name and, when it stopped answering, why."""
+
+    id: str
+    name: str
+    runtime: Mapping[str, Any]
+    image_id: str | None
+    unhealthy: str | None = None
+
+
+@dataclass(frozen=True)
+class RoundState:
+    """A collection round as shown: status, models, settings and counts."""
+
+    task: str
+    round: str
+    status: str
+    models: tuple[LoopModel, ...]
+    settings: Settings
+    opened_at: datetime
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+    def healthy(self) -> list[LoopModel]:
+        return [m for m in self.models if m.unhealthy is None]
+
+
+@dataclass(frozen=True)
+class Written:
+    """An example to store, with the model's answer or why there is none."""
+
+    author_id: str
+    inputs: Mapping[str, str]
+    intended: Mapping[str, Any]
+    explanation: str | None
+    model_id: str | None
+    model_answer: Mapping[str, Any] | None
+    fooled: bool | None
+    answer_error: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredExample:
+    id: str
+    author_id: str | None
+    origin: str
+    inputs: Mapping[str, Any]
+    intended: Mapping[str, Any]
+    explanation: str | None
+    model_id: str | None
+    model_answer: Mapping[str, Any] | None
+    fooled: bool | None
+    answer_error: str | None
+    verdict: str | None
+    created_at: datetime
+
+
+class Collection:
+    """Collection rounds and their written examples, on one database and clock."""
+
+    def __init__(self, db: Database, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.db, self.clock = db, clock
+
+    def open(
+        self,
+        task: str,
+        round_name: str,
+        model_ids: Sequence[str],
+        settings: Settings,
+        opened_by: str | None,
+    ) -> RoundState:
+        """Open ``round_name`` (new, or closed: reopening resets every model's health)."""
+        with self.db.session() as session, session.begin():
+            self._check_models(session, task, model_ids)
+            row = session.get(CollectionRoundRow, (task, round_name))
+            if row is not None and row.status != CLOSED:
+                code = "round_frozen" if row.status == FROZEN else "collection_open"
+                raise CollectionRefused(409, code, f"round {round_name!r} is {row.status} already")
+            if row is None:
+                row = CollectionRoundRow(task=task, round=round_name, frozen_at=None)
+                session.add(row)
+            row.status, row.model_ids, row.settings = OPEN, list(model_ids), settings.to_dict()
+            row.unhealthy, row.opened_by, row.opened_at = {}, opened_by, self.clock.now()
+        return self._existing(task, round_name)
+
+    def close(self, task: str, round_name: str) -> RoundState:
+        """Stop collection on an open round."""
+        with self.db.session() as session, session.begin():
+            row = self._row(session, task, round_name)
+            if row.status != OPEN:
+                raise CollectionRefused(
+                    409, "round_not_open", f"round {round_name!r} is {row.status}"
+                )
+            row.status = CLOSED
+        return self._existing(task, round_name)
+
+    def state(self, task: str, round_name: str) -> RoundState | None:
+        """The round as opened for collection, with its counts (None: never opened)."""
+        with self.db.session() as session:
+            row = session.get(CollectionRoundRow, (task, round_name))
+            return None if row is None else self._state(session, row)
+
+    def pick(self, state: RoundState, wanted: str | None) -> LoopModel | None:
+        """The model to answer the next write (see the module's docstring); None when no
+        model is healthy. A wanted model outside the loop is a 422."""
+        if wanted is not None:
+            chosen = next((m for m in state.models if m.id == wanted), None)
+            if chosen is None:
+                raise CollectionRefused(
+                    422, "invalid_example", f"model_id: {wanted!r} is not in this round's loop"
+                )
+            if chosen.unhealthy is None:
+                return chosen
+        healthy = state.healthy()
+        if not healthy:
+            return None
+        used = self._answered(state.task, state.round)
+        return min(healthy, key=lambda m: used.get(m.id, 0))
+
+    def record(self, task: str, round_name: str, written: Written) -> str:
+        """Store ``written`` (and mark its model unhealthy when it failed) in one
+        transaction; the round must still be open. Returns the example's id."""
+        example_id = str(uuid.uuid4())
+        with self.db.session() as session, session.begin():
+            row = self._row(session, task, round_name, lock=True)
+            if row.status != OPEN:
+                raise CollectionRefused(
+                    409, "round_not_open", f"round {round_name!r} is {row.status}"
+                )
+            if written.answer_error is not None and written.model_id is not None:
+                row.unhealthy = {**(row.unhealthy or {}), written.model_id: written.answer_error}
+            session.add(
+                CollectedExampleRow(
+                    id=example_id, task=task, round=round_name, origin=HUMAN,
+                    author_id=written.author_id, inputs=dict(written.inputs),
+                    intended=dict(written.intended), explanation=written.explanation,
+                    model_id=written.model_id,
+                    model_answer=None if written.model_answer is None else dict(written.model_answer),
+                    fooled=written.fooled, answer_error=written.answer_error, fooled_models=None,
+                    source_uid=None, verdict=None, settled_by=None, settled_at=None,
+                    created_at=self.clock.now(),
+                )
+            )  # fmt: skip
+        return example_id
+
+    def examples(
+        self, task: str, round_name: str, author_id: str | None, limit: int = 100
+    ) -> list[StoredExample]:
+        """The round's human examples, newest first; only ``author_id``'s when given."""
+        query = select(CollectedExampleRow).where(
+            CollectedExampleRow.task == task, CollectedExampleRow.round == round_name
+        )
+        if author_id is not None:
+            query = query.where(CollectedExampleRow.author_id == author_id)
+        query = query.order_by(CollectedExampleRow.created_at.desc()).limit(limit)
+        with self.db.session() as session:
+            return [_example(row) for row in session.scalars(query)]
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _existing(self, task: str, round_name: str) -> RoundState:
+        found = self.state(task, round_name)
+        assert found is not None
+        return found
+
+    def _row(
+        self, session: Session, task: str, round_name: str, lock: bool = False
+    ) -> CollectionRoundRow:
+        query = select(CollectionRoundRow).where(
+            CollectionRoundRow.task == task, CollectionRoundRow.round == round_name
+        )
+        row = session.scalars(query.with_for_update() if lock else query).one_or_none()
+        if row is None:
+            raise CollectionRefused(
+                404, "unknown_round", f"round {round_name!r} of {task!r} is not open for collection"
+            )
+        return row
+
+    def _check_models(self, session: Session, task: str, model_ids: Sequence[str]) -> None:
+        """Every id names a model of ``task`` with a done result (else 422 naming it)."""
+        if not model_ids:
+            raise CollectionRefused(422, "invalid_models", "model_ids: name at least one model")
+        if len(set(model_ids)) != len(model_ids):
+            raise CollectionRefused(422, "invalid_models", "model_ids: a model is named twice")
+        for model_id in model_ids:
+            model = session.get(ModelRow, model_id)
+            scored = session.scalar(
+                select(func.count()).where(ResultRow.model_id == model_id, ResultRow.task == task)
+            )
+            if model is None or model.task != task or not scored:
+                raise CollectionRefused(
+                    422,
+                    "invalid_models",
+                    f"model_ids: {model_id!r} is not a scored submission of task {task!r}",
+                )
+
+    def _state(self, session: Session, row: CollectionRoundRow) -> RoundState:
+        unhealthy = dict(row.unhealthy or {})
+        models = []
+        for model_id in row.model_ids:
+            model = session.get(ModelRow, model_id)
+            models.append(
+                LoopModel(
+                    model_id,
+                    model.name if model else model_id,
+                    dict(model.runtime) if model else {},
+                    model.image_id if model else None,
+                    unhealthy.get(model_id),
+                )
+            )
+        return RoundState(
+            row.task, row.round, row.status, tuple(models), Settings.of(row.settings),
+            row.opened_at, _counts(session, row.task, row.round),
+        )  # fmt: skip
+
+    def _answered(self, task: str, round_name: str) -> dict[str, int]:
+        query = (
+            select(CollectedExampleRow.model_id, func.count())
+            .where(
+                CollectedExampleRow.task == task,
+                CollectedExampleRow.round == round_name,
+                CollectedExampleRow.model_id.is_not(None),
+            )
+            .group_by(CollectedExampleRow.model_id)
+        )
+        with self.db.session() as session:
+            return {str(model_id): int(n) for model_id, n in session.execute(query)}
+
+
+def _counts(session: Session, task: str, round_name: str) -> dict[str, int]:
+    """Written, fooled and unanswered human examples of the round."""
+    query = select(CollectedExampleRow.fooled, func.count()).where(
+        CollectedExampleRow.task == task,
+        CollectedExampleRow.round == round_name,
+        CollectedExampleRow.origin == HUMAN,
+    )
+    by = {
+        fooled: int(n) for fooled, n in session.execute(query.group_by(CollectedExampleRow.fooled))
+    }
+    return {
+        "written": sum(by.values()),
+        "fooled": by.get(True, 0),
+        "unanswered": by.get(None, 0),
+    }
+
+
+def _example(row: CollectedExampleRow) -> StoredExample:
+    return StoredExample(
+        row.id, row.author_id, row.origin, dict(row.inputs), dict(row.intended),
+        row.explanation, row.model_id, row.model_answer, row.fooled, row.answer_error,
+        row.verdict, row.created_at,
+    )  # fmt: skip

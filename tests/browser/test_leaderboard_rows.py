@@ -1,0 +1,179 @@
+"""A long leaderboard (300 models) in headless Chromium: the table shows the rows around
+the viewport (rows.js), always in the API's order at their places in the ranking, reached
+by scrolling and by Tab; every row is there without JavaScript and after "Show every row"."""
+
+from __future__ import annotations
+
+import random
+import urllib.parse
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from api.service import Service
+from tests.browser.conftest import Live, serving
+from tests.browser.seed import TASK, finish, result
+
+N_MODELS = 300
+pytestmark = pytest.mark.timeout(240)
+
+# The rows in the DOM: model id, rank and place in the ranking (aria-rowindex - 2).
+ROWS_JS = """
+var table = document.getElementById('leaderboard');
+return {
+  rows: Array.prototype.map.call(table.querySelectorAll('tbody tr[data-model-id]'), function (r) {
+    var index = r.getAttribute('aria-rowindex');
+    return [r.getAttribute('data-model-id'), Number(r.getAttribute('data-rank')),
+            index === null ? null : Number(index) - 2];
+  }),
+  count: table.getAttribute('aria-rowcount'),
+  windowed: table.classList.contains('windowed')
+};
+"""
+
+# Scroll so that ranking place arguments[0] is at the top of the viewport; done two frames
+# later (the window follows a scroll in the next frame).
+SCROLL_JS = """
+var done = arguments[arguments.length - 1], table = document.getElementById('leaderboard');
+var body = table.tBodies[0], rows = Number(table.getAttribute('aria-rowcount')) - 1;
+var y = window.scrollY + body.getBoundingClientRect().top;
+window.scrollTo(0, y + arguments[0] * body.getBoundingClientRect().height / rows);
+requestAnimationFrame(function () { requestAnimationFrame(function () { setTimeout(done, 0); }); });
+"""
+
+FRAMES_JS = """
+var done = arguments[arguments.length - 1];
+requestAnimationFrame(function () { requestAnimationFrame(function () { setTimeout(done, 0); }); });
+"""
+
+
+@pytest.fixture(scope="module")
+def long_board(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """A server whose sentiment board has ``N_MODELS`` scored models with varied axes."""
+    service = Service.open(tmp_path_factory.mktemp("rows") / "data")
+    rng = random.Random(7)
+    ids = {}
+    for i in range(N_MODELS):
+        perf = [rng.uniform(30, 97) for _ in range(3)]
+        evaluation = result(
+            service,
+            perf,
+            10 ** rng.uniform(1, 4.5),
+            10 ** rng.uniform(-2, 0.2),
+            rng.uniform(55, 100),
+            rng.uniform(55, 100),
+            seed=i + 1,
+        )
+        ids[f"m{i:03d}"] = finish(service, f"m{i:03d}", evaluation)
+    with serving(service, ids) as running:
+        yield running
+
+
+def _by(kind: str) -> Any:
+    from selenium.webdriver.common.by import By
+
+    return getattr(By, kind)
+
+
+def api_order(live: Live, driver: Any) -> list[tuple[str, int]]:
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(driver.current_url).query)
+    weights = {"weights": query["weights"][0]} if "weights" in query else {}
+    board = live.api(f"/api/v1/tasks/{TASK}/leaderboard", limit=str(N_MODELS), **weights)
+    return [(m["model_id"], m["rank"]) for m in board["models"]]
+
+
+def assert_window_in_api_order(live: Live, driver: Any) -> list[int]:
+    """The rows shown are consecutive places of the API's ranking; returns those places."""
+    shown = driver.execute_script(ROWS_JS)
+    expected = api_order(live, driver)
+    assert shown["windowed"], "300 rows should be shown as a window"
+    assert int(shown["count"]) == len(expected) + 1  # the header row counts
+    places = [r[2] for r in shown["rows"]]
+    assert places == list(range(places[0], places[0] + len(places)))
+    assert 20 <= len(places) < len(expected)
+    for model_id, rank, place in shown["rows"]:
+        assert (model_id, rank) == expected[place], place
+    return places
+
+
+def open_long(driver: Any, live: Live, query: str = "") -> None:
+    driver.get(f"{live.url}/tasks/{TASK}{query}")
+    driver.find_element(_by("CSS_SELECTOR"), "#leaderboard tbody tr[data-model-id]")
+
+
+def test_the_window_follows_sliders_and_scrolling_in_api_order(
+    browser: Any, long_board: Live
+) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    open_long(browser, long_board)
+    assert assert_window_in_api_order(long_board, browser)[0] == 0
+    for axis, key in (("memory", Keys.END), ("throughput", Keys.HOME)):
+        browser.find_element(_by("ID"), f"w_{axis}").send_keys(key)
+        assert assert_window_in_api_order(long_board, browser)[0] == 0
+    for place in (150, N_MODELS - 3):
+        browser.execute_async_script(SCROLL_JS, place)
+        assert place in assert_window_in_api_order(long_board, browser)
+    # a re-rank while scrolled down re-ranks the rows in view
+    browser.execute_script(
+        "document.getElementById('w_fairness').value = '5';"
+        "document.getElementById('w_fairness').dispatchEvent("
+        "new Event('input', {bubbles: true}));"
+    )
+    assert N_MODELS - 3 in assert_window_in_api_order(long_board, browser)
+    # the contributions table is a window of the same ranking
+    units = browser.execute_script(
+        "return Array.prototype.map.call(document.querySelectorAll("
+        "'#units tbody tr[data-model-id]'), function (r) {"
+        "return [r.getAttribute('data-model-id'), Number(r.getAttribute('aria-rowindex')) - 2]; });"
+    )
+    expected = [m for m, _ in api_order(long_board, browser)]
+    assert units and all(expected[place] == model_id for model_id, place in units)
+
+
+def test_tab_reaches_rows_beyond_the_first_window(browser: Any, long_board: Live) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    long_board.sign_in(browser)  # model links (one per row) are the admins'
+    try:
+        open_long(browser, long_board)
+        first_window = assert_window_in_api_order(long_board, browser)
+        link = browser.find_element(_by("CSS_SELECTOR"), "#leaderboard tbody th a")
+        browser.execute_script("arguments[0].focus()", link)
+        expected = [m for m, _ in api_order(long_board, browser)]
+        steps = len(first_window) + 10
+        for _ in range(steps):
+            browser.switch_to.active_element.send_keys(Keys.TAB)
+            browser.execute_async_script(FRAMES_JS)
+        focused = browser.execute_script(
+            "var tr = document.activeElement.closest('tr');"
+            "return tr && [tr.getAttribute('data-model-id'), tr.getAttribute('aria-rowindex')];"
+        )
+        assert focused, "Tab left the table"
+        assert int(focused[1]) - 2 == steps
+        assert focused[0] == expected[steps]
+        assert_window_in_api_order(long_board, browser)
+    finally:
+        long_board.sign_out(browser)
+
+
+def test_show_every_row_puts_the_whole_ranking_in_the_dom(browser: Any, long_board: Live) -> None:
+    open_long(browser, long_board, "?weights=performance:1,throughput:5,memory:2")
+    note = browser.find_element(_by("ID"), "rows-note")
+    assert note.is_displayed()
+    browser.find_element(_by("ID"), "all-rows").click()
+    shown = browser.execute_script(ROWS_JS)
+    assert not shown["windowed"] and shown["count"] is None
+    assert [(m, r) for m, r, _ in shown["rows"]] == api_order(long_board, browser)
+    browser.find_element(_by("ID"), "all-rows").click()  # back to the window
+    assert_window_in_api_order(long_board, browser)
+
+
+def test_without_javascript_every_row_is_served(browser_without_js: Any, long_board: Live) -> None:
+    open_long(browser_without_js, long_board)
+    rows = browser_without_js.find_elements(_by("CSS_SELECTOR"), "#leaderboard tbody tr")
+    shown = [(r.get_attribute("data-model-id"), int(r.get_attribute("data-rank"))) for r in rows]
+    assert shown == api_order(long_board, browser_without_js)
+    table = browser_without_js.find_element(_by("ID"), "leaderboard")
+    assert "windowed" not in (table.get_attribute("class") or "")

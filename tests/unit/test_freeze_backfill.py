@@ -1,0 +1,152 @@
+"""Freezing a collection round through the API: its validated examples (and only those)
+become the round's versioned ``collected`` set, every scored model gets exactly one backfill
+job, claimed after new submissions, and repeating the freeze or re-adding the same data
+creates nothing."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from flask.testing import FlaskClient
+from sqlalchemy import select
+
+from api.app import create_app
+from api.service import BACKFILL_PRIORITY, Service
+from configs.vocabulary.clock import ManualClock
+from store.accounts import Accounts
+from store.models import CollectedExampleRow, CollectionRoundRow, JobRow
+from tests.unit.auth_helpers import issue_token, signed_in
+from tests.unit.test_api import AXES_A, PROCESS, finished
+
+TASK, ROUND = "sentiment", "r9"
+FREEZE = f"/api/v1/tasks/{TASK}/rounds/{ROUND}/freeze"
+
+
+@dataclass
+class World:
+    service: Service
+    clock: ManualClock
+    tokens: dict[str, str]
+    models: list[str]
+    users: dict[str, str]
+
+    def client(self, who: str | None = None) -> FlaskClient:
+        client = create_app(self.service).test_client()
+        return signed_in(client, self.tokens[who]) if who else client
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    clock = ManualClock()
+    service = Service.open(tmp_path / "data", clock=clock)
+    tokens = {name: issue_token(service, name, "researcher") for name in ("owner", "writer")}
+    tokens["admin"] = issue_token(service, "admin", "admin")
+    accounts = Accounts(service.db, clock)
+    accounts.set_task_access(TASK, "owner", private=False)
+    users = {name: accounts.user_by_name(name)["id"] for name in ("owner", "writer")}
+    models = [finished(service, f"scored-{i}", AXES_A, task=TASK) for i in range(2)]
+    try:
+        yield World(service, clock, tokens, models, users)
+    finally:
+        service.close()
+
+
+def collect(world: World, verdicts: list[str | None]) -> None:
+    """A collection round holding one fooled example per verdict (None: not settled)."""
+    now = world.clock.now()
+    with world.service.db.session() as session, session.begin():
+        session.add(
+            CollectionRoundRow(
+                task=TASK, round=ROUND, status="open", model_ids=world.models[:1],
+                settings={}, unhealthy={}, opened_by=world.users["owner"], opened_at=now,
+            )
+        )  # fmt: skip
+        for index, verdict in enumerate(verdicts):
+            session.add(
+                CollectedExampleRow(
+                    id=str(uuid.uuid4()), task=TASK, round=ROUND, origin="human",
+                    author_id=world.users["writer"],
+                    inputs={"statement": f"a written statement number {index}"},
+                    intended={"label": "positive"}, model_id=world.models[0],
+                    model_answer={"label": "negative"}, fooled=True, verdict=verdict,
+                    created_at=now + timedelta(seconds=index),
+                )
+            )  # fmt: skip
+
+
+def backfills(world: World) -> list[JobRow]:
+    with world.service.db.session() as session:
+        return list(session.scalars(select(JobRow).where(JobRow.priority == BACKFILL_PRIORITY)))
+
+
+def test_freezing_makes_a_dataset_of_the_validated_examples_and_backfills_once(
+    world: World,
+) -> None:
+    collect(world, ["correct", "incorrect", "flagged", None, "correct"])
+    answer = world.client("owner").post(FREEZE)
+    assert answer.status_code == 201, answer.get_data(as_text=True)
+    body = answer.get_json()
+    assert body["frozen_examples"] == 2 and body["created"] is True
+    assert body["dataset"]["name"] == "collected" and body["dataset"]["examples"] == 2
+    assert len(body["backfill_jobs"]) == 2  # one per scored model
+    assert {job.model_id for job in backfills(world)} == set(world.models)
+
+    rounds = world.client().get(f"/api/v1/tasks/{TASK}/rounds").get_json()["rounds"]
+    [frozen] = [r for r in rounds if r["name"] == ROUND]
+    assert frozen["datasets"][0]["sha256"] == body["dataset"]["sha256"]
+    with world.service.db.session() as session:
+        state = session.get(CollectionRoundRow, (TASK, ROUND))
+        assert state is not None and state.status == "frozen"
+        assert state.frozen_sha256 == body["dataset"]["sha256"]
+
+    again = world.client("owner").post(FREEZE)
+    assert again.status_code == 409 and again.get_json()["error"]["code"] == "round_frozen"
+    assert len(backfills(world)) == 2  # nothing new
+
+
+def test_the_same_data_added_again_creates_no_backfill(world: World) -> None:
+    collect(world, ["correct"])
+    first = world.client("owner").post(FREEZE).get_json()
+    rows = [
+        json.dumps({"uid": "x", "statement": "plain words here", "label": "positive",
+                    "topic": "unspecified"})
+    ]  # fmt: skip
+    path = f"/api/v1/tasks/{TASK}/rounds/{ROUND}/datasets"
+    body = {"dataset": "extra", "data": (io.BytesIO(("\n".join(rows) + "\n").encode()), "x.jsonl")}
+    added = world.client("owner").post(path, data=body, content_type="multipart/form-data")
+    assert added.status_code == 201, added.get_data(as_text=True)
+    assert added.get_json()["backfill_jobs"] == []  # both models already wait for theirs
+    body = {"dataset": "extra", "data": (io.BytesIO(("\n".join(rows) + "\n").encode()), "x.jsonl")}
+    same = world.client("owner").post(path, data=body, content_type="multipart/form-data")
+    assert same.status_code == 200 and same.get_json()["backfill_jobs"] == []
+    assert len(backfills(world)) == len(first["backfill_jobs"]) == 2
+
+
+def test_new_submissions_are_claimed_before_backfills(world: World) -> None:
+    collect(world, ["correct"])
+    world.client("owner").post(FREEZE)
+    world.clock.advance(60)
+    fresh, _ = world.service.store.submit(TASK, "fresh", PROCESS, owner_id=world.users["writer"])
+    claimed = world.service.store.claim("w1", 60)
+    assert claimed is not None and claimed.model_id == fresh  # though queued after them
+    first_backfill = world.service.store.claim("w1", 60)
+    assert first_backfill is not None and first_backfill.model_id in world.models
+
+
+def test_only_the_owner_or_an_admin_freezes_and_only_validated_rounds(world: World) -> None:
+    assert world.client().post(FREEZE).status_code == 401
+    assert world.client("writer").post(FREEZE).status_code == 403
+    unknown = world.client("owner").post(FREEZE)
+    assert unknown.status_code == 404 and unknown.get_json()["error"]["code"] == "unknown_round"
+    collect(world, [None, "incorrect"])
+    empty = world.client("admin").post(FREEZE)
+    assert empty.status_code == 409
+    assert empty.get_json()["error"]["code"] == "nothing_validated"
+    assert backfills(world) == []
