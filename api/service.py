@@ -30,6 +30,7 @@ from evaluator.runtimes.docker.references import (
 )
 from evaluator.runtimes.specs import DockerSpec, ProcessSpec
 from evaluator.tasks import TaskCatalog
+from store.backfill import BackfillPlan, queue_backfills
 from store.blobs import BlobStore, default_blob_store
 from store.db import Database, default_data_dir, default_database_url
 from store.jobs import JobStore
@@ -37,7 +38,6 @@ from store.queries import Queries
 from worker.worker import Worker, default_worker_id
 
 log = logging.getLogger(__name__)
-BACKFILL_PRIORITY = -10  # below new submissions (priority 0)
 _LIVE_LOCK = threading.Lock()
 
 
@@ -187,21 +187,18 @@ class Service:
     def rescore_stale(self, task_names: Iterable[str] | None = None) -> list[str]:
         """Queue a backfill of every model whose newest result was computed on other rounds
         or data than its task has now (a round added, a dataset fixed or frozen): one job per
-        model, none for a model already queued or running, claimed after new submissions
-        (``BACKFILL_PRIORITY``). Returns the queued job ids."""
-        jobs = []
+        model scoped to the stale sets, none for a model already queued or running or whose
+        image is gone, claimed after new submissions (``BACKFILL_PRIORITY``). Returns the
+        queued job ids; ``plan_backfill`` also says whom it skipped."""
+        jobs: list[str] = []
         for task_name in self.tasks if task_names is None else task_names:
-            current = self.dataset_hashes(task_name)
-            for model_id, scored_on in self.queries.rescoring_candidates(task_name):
-                if scored_on != current:
-                    jobs.append(
-                        self.store.enqueue(
-                            model_id,
-                            stage="queued: backfill on changed task data",
-                            priority=BACKFILL_PRIORITY,
-                        )
-                    )
+            jobs += self.plan_backfill(task_name).jobs
         return jobs
+
+    def plan_backfill(self, task_name: str) -> BackfillPlan:
+        """The backfill of one task (see ``rescore_stale``)."""
+        candidates = self.queries.rescoring_candidates(task_name)
+        return queue_backfills(self.store, candidates, self.dataset_hashes(task_name))
 
     def close(self) -> None:
         self.stop_workers()

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,15 @@ from configs.paths import CONFIG_DIR
 from configs.schema import DatasetSpec, PerturbationSpec, RoundSpec, TaskSpec
 from configs.vocabulary.examples import Example, Prediction
 from configs.vocabulary.failures import FailureCode
-from configs.vocabulary.results import EvaluationResult, Failure, Score, ScoreKey, pooled_variant
+from configs.vocabulary.results import (
+    ORIGINAL,
+    EvaluationResult,
+    Failure,
+    Score,
+    ScoreKey,
+    pooled_variant,
+)
+from evaluator.carry import backfill_provenance, keep_set
 from evaluator.conditions import collect as collect_conditions
 from evaluator.errors import EXIT_SYMPTOMS, EvaluationError, EvaluationStopped
 from evaluator.inputs.datasets import load_examples
@@ -35,6 +44,7 @@ from evaluator.scoring import variants
 from evaluator.scoring.rollup import summarise
 from evaluator.transport.client import ModelClient
 from perturbations.perturbation import get_perturbation
+from store.backfill import CarriedResult
 from store.blobs import BlobStore
 
 log = logging.getLogger(__name__)
@@ -66,7 +76,10 @@ class Evaluation:
         config_dir: Path = CONFIG_DIR,
         progress: Progress | None = None,
         save_predictions: Path | None = None,
+        carried: CarriedResult | None = None,
     ) -> None:
+        """``carried``: a backfill's base (see store.backfill): sets it scored at their
+        current version are kept, not sent again, and its profile stands."""
         self.task = task
         self.runtime = runtime
         self.blobs = blobs
@@ -74,6 +87,8 @@ class Evaluation:
         self.progress = progress or (lambda fraction, stage: None)
         self.predictions_log = PredictionLog(save_predictions) if save_predictions else None
         self.state = RunState()
+        self.carried = carried
+        self.kept_sets: list[str] = []  # carried over unchanged, not sent to the model
         self.held_out = HeldOutText()
         self.client: ModelClient | None = None
         self.sampler: MemorySampler | None = None
@@ -89,10 +104,15 @@ class Evaluation:
         self.deadline = self.started_at + self.task.limits.total_s
         failure: Failure | None = None
         try:
-            self.start_model()
+            if self.carried is None:
+                self.start_model()
             for round_spec in self.task.rounds:
                 self.score_round(round_spec)
-            self.profile_model()
+            if self.carried is None:
+                self.profile_model()
+            else:  # a backfill measures nothing new: the base's profile stands
+                self.profile = dict(self.carried.profile)
+                self.progress(1.0, "backfilled")
         except EvaluationError as exc:
             failure = self.explain(exc)
         except EvaluationStopped as exc:
@@ -133,6 +153,11 @@ class Evaluation:
         digest = dataset_hash(examples)
         self.state.dataset_hashes[f"{round_spec.name}/{dataset.name}"] = digest
         base = ScoreKey(self.task.name, round_spec.name, dataset.name, digest)
+        kept = self.keep_carried(base, examples)
+        if kept is not None:
+            return kept
+        if self.client is None:  # a backfill starts the model once a set needs it
+            self.start_model()
         self.step(f"round {round_spec.name} / {dataset.name}: original")
         predictions = self.predict_all(examples, base, "original")
         performance, replicates = variants.performance_with_replicates(
@@ -155,6 +180,20 @@ class Evaluation:
             )
             scores.append(Score(_with_metric(key, variants.AGREEMENT), value, n))
         return scores
+
+    def keep_carried(self, base: ScoreKey, examples: Sequence[Example]) -> list[Score] | None:
+        """A backfill's base scores of this set version (None: it must be scored)."""
+        kept = keep_set(self.task, self.carried, base, examples) if self.carried else None
+        if kept is None:
+            return None
+        self.state.replicates[(base.round, base.dataset)] = kept.replicates
+        if self.predictions_log is not None:  # the kept blob stays whole (worker.predictions)
+            self.predictions_log.write(base, ORIGINAL, examples, kept.predictions)
+        self.state.slices += kept.slices
+        self.state.variant_counts += kept.variant_counts
+        self.state.steps_done += 1 + len(self.task.robustness) + len(self.task.fairness)
+        self.kept_sets.append(f"{base.round}/{base.dataset}")
+        return kept.scores
 
     def run_variant(
         self,
@@ -212,7 +251,7 @@ class Evaluation:
         self.progress(1.0, "profiled")
 
     def stop_model(self) -> None:
-        if self.sampler is not None:
+        if self.sampler is not None and self.carried is None:
             self.sampler.stop()
             self.profile["memory"] = self.sampler.summary()
         if self.client is not None:
@@ -343,7 +382,13 @@ class Evaluation:
             "limits": self.task.limits.__dict__,
             "conditions": self.profile.get("conditions"),  # None: failed before profiling
             "duration_s": round(time.monotonic() - self.started_at, 3),
+            **self.backfill_provenance(),
         }
+
+    def backfill_provenance(self) -> dict[str, Any]:
+        if self.carried is None:
+            return {}
+        return backfill_provenance(self.carried, self.state.dataset_hashes, self.kept_sets)
 
 
 def _with_metric(key: ScoreKey, metric: str) -> ScoreKey:
@@ -358,8 +403,10 @@ def run_evaluation(
     config_dir: Path = CONFIG_DIR,
     progress: Progress | None = None,
     save_predictions: Path | None = None,
+    carried: CarriedResult | None = None,
 ) -> EvaluationResult:
-    """Evaluate the model behind ``runtime`` on every round of ``task``."""
+    """Evaluate the model behind ``runtime`` on every round of ``task`` (a backfill: on the
+    sets ``carried`` lacks at their current version)."""
     evaluation = Evaluation(
         task,
         runtime,
@@ -367,5 +414,6 @@ def run_evaluation(
         config_dir=config_dir,
         progress=progress,
         save_predictions=save_predictions,
+        carried=carried,
     )
     return evaluation.run()

@@ -21,7 +21,13 @@ from sqlalchemy.orm import Session
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from configs.vocabulary.failures import FailureCode
-from configs.vocabulary.jobs import AttemptOutcome, JobStatus, Settlement, check_transition
+from configs.vocabulary.jobs import (
+    AttemptOutcome,
+    JobKind,
+    JobStatus,
+    Settlement,
+    check_transition,
+)
 from configs.vocabulary.results import EvaluationResult, Failure
 from store.db import Database
 from store.leases import (
@@ -55,12 +61,15 @@ class ClaimedJob:
     """What a worker needs to run a job it holds the lease for."""
 
     id: str
-    model_id: str
+    model_id: str | None  # None for a round's job (an adversary run)
     task: str
     runtime: dict[str, Any]
     attempt: int
     max_attempts: int
     lease: str  # this claim's token: heartbeats and outcomes present it
+    kind: JobKind = JobKind.EVALUATE
+    spec: dict[str, Any] | None = None  # the kind's settings (a backfill's scope, an attack's)
+    checkpoint: dict[str, Any] | None = None  # where an earlier attempt got to
 
 
 @dataclass(frozen=True)
@@ -158,15 +167,16 @@ class JobStore(LeaseRecovery):
         max_attempts: int = DEFAULT_ATTEMPTS,
         stage: str = "queued",
         priority: int = 0,
+        spec: dict[str, Any] | None = None,
     ) -> str:
         """A new evaluation job for an existing model (e.g. its task gained a round); jobs
-        of a higher ``priority`` are claimed first."""
+        of a higher ``priority`` are claimed first. ``spec`` holds a backfill's scope."""
         with self.db.session() as session, session.begin():
             model = session.get(ModelRow, model_id)
             if model is None:
                 raise KeyError(f"no model {model_id!r}")
             job = _new_job(model_id, model.task, max_attempts, stage, self.clock.now())
-            job.priority = priority
+            job.priority, job.spec = priority, spec
             session.add(job)
         return job.id
 
@@ -261,6 +271,8 @@ class JobStore(LeaseRecovery):
             if job is None:
                 return attempt_outcome(session, job_id, lease) == AttemptOutcome.DONE
             check_transition(job.status, JobStatus.DONE)
+            if job.model_id is None:
+                raise ValueError(f"job {job_id} belongs to a round: it has no model result")
             rows = _score_rows(job, result)
             _replace_scores(session, job.model_id, rows)
             session.add_all(rows)
@@ -331,14 +343,23 @@ class JobStore(LeaseRecovery):
 def _claimed(session: Session, job_id: str, worker: str, token: str, now: datetime) -> ClaimedJob:
     """Open the claim's attempt row and describe the claimed job to its worker."""
     job = existing(session.get(JobRow, job_id))
-    model = existing(session.get(ModelRow, job.model_id))
+    model = session.get(ModelRow, job.model_id) if job.model_id else None
     session.add(
         AttemptRow(
             job_id=job_id, attempt=job.attempts, worker=worker, lease_token=token, started_at=now
         )
     )
     return ClaimedJob(
-        job.id, job.model_id, job.task, dict(model.runtime), job.attempts, job.max_attempts, token
+        job.id,
+        job.model_id,
+        job.task,
+        dict(model.runtime) if model else {},
+        job.attempts,
+        job.max_attempts,
+        token,
+        JobKind(job.kind or JobKind.EVALUATE),
+        dict(job.spec) if job.spec else None,
+        dict(job.checkpoint) if job.checkpoint else None,
     )
 
 
@@ -371,7 +392,9 @@ def _held_job(session: Session, model_id: str) -> JobRow | None:
     ).first()
 
 
-def _new_job(model_id: str, task: str, max_attempts: int, stage: str, now: datetime) -> JobRow:
+def _new_job(
+    model_id: str | None, task: str, max_attempts: int, stage: str, now: datetime
+) -> JobRow:
     """A queued job, available at once, that has not run yet."""
     return JobRow(
         id=str(uuid.uuid4()),
@@ -385,6 +408,7 @@ def _new_job(model_id: str, task: str, max_attempts: int, stage: str, now: datet
         stage=stage,
         created_at=now,
         priority=0,
+        kind=JobKind.EVALUATE,
     )
 
 

@@ -58,6 +58,10 @@ class ModelRow(Base):
     )
     # The submitter's decision to make the model's page and full scores public.
     published: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+    # Set when the image can no longer be run (retention removed it, or it vanished): the
+    # model keeps its scores and its place, and backfills skip it, saying so.
+    image_gone_at: Mapped[datetime | None]
+    image_gone: Mapped[str | None] = mapped_column(String(300))
 
 
 class JobRow(Base):
@@ -65,8 +69,14 @@ class JobRow(Base):
 
     __tablename__ = "jobs"
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    model_id: Mapped[str] = mapped_column(ForeignKey("models.id"), index=True)
+    # None for a job of a round rather than a model (an adversary run).
+    model_id: Mapped[str | None] = mapped_column(ForeignKey("models.id"), index=True)
     task: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16), default="evaluate", server_default="evaluate")
+    # What the kind needs: a backfill's scope (one dataset version), an attack's settings.
+    spec: Mapped[dict | None] = mapped_column(JSON)
+    # Progress a later attempt resumes from (an attack's next source, its queries used).
+    checkpoint: Mapped[dict | None] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(16))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)

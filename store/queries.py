@@ -215,7 +215,8 @@ def _submission_dicts(session: Session, models: list[ModelRow]) -> list[dict[str
     for job in session.scalars(
         select(JobRow).where(JobRow.model_id.in_(ids)).order_by(JobRow.created_at)
     ):
-        jobs[job.model_id] = job  # created_at order: the newest stays
+        if job.model_id:  # always: the query selects by model
+            jobs[job.model_id] = job  # created_at order: the newest stays
     attempts: dict[str, list[AttemptRow]] = defaultdict(list)
     job_ids = [j.id for j in jobs.values()]
     if job_ids:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from configs.vocabulary.results import ORIGINAL
+from store.backfill import SetPredictions
 from store.blobs import BlobNotFound, BlobStore
 
 FORMAT = 1
@@ -58,3 +59,18 @@ def load_predictions(blobs: BlobStore, model_id: str) -> dict[str, Any] | None:
     except (BlobNotFound, ValueError):  # none kept, or an id no blob key can hold
         return None
     return data
+
+
+def stored_sets(blobs: BlobStore, model_id: str) -> dict[tuple[str, str], SetPredictions]:
+    """A model's stored predictions per (round, dataset), as a backfill carries them over."""
+    document = load_predictions(blobs, model_id) or {}
+    sets: dict[tuple[str, str], SetPredictions] = {}
+    for entry in document.get("sets", []):
+        try:
+            key = (str(entry["round"]), str(entry["dataset"]))
+            uids = tuple(str(u) for u in entry["uids"])
+            outputs = tuple(str(o) for o in entry["predictions"])
+            sets[key] = SetPredictions(str(entry["dataset_hash"]), uids, outputs)
+        except (KeyError, TypeError):  # an unreadable entry: that set is scored again
+            continue
+    return sets

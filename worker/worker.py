@@ -17,17 +17,18 @@ import socket
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
 from configs.vocabulary.clock import Clock
-from configs.vocabulary.jobs import DEFAULT_RETRY_POLICY, JobStatus, RetryPolicy
+from configs.vocabulary.jobs import DEFAULT_RETRY_POLICY, BackfillScope, JobStatus, RetryPolicy
 from configs.vocabulary.results import EvaluationResult, Failure
 from evaluator.errors import EvaluationError
 from evaluator.pipeline import run_evaluation
+from store.backfill import CarriedResult, newest_result
 from store.blobs import BlobStore
 from store.jobs import ClaimedJob, JobStore
 from store.webhooks import WebhookStore
@@ -42,7 +43,7 @@ from worker.outcomes import (
     failed,
     platform_failure,
 )
-from worker.predictions import store_predictions
+from worker.predictions import store_predictions, stored_sets
 from worker.progress import LeaseLost, Progress
 from worker.sandboxes import SandboxReaper
 
@@ -256,10 +257,21 @@ class Worker:
                 config_dir=self.config_dir,
                 progress=progress.update,
                 save_predictions=Path(folder),
+                carried=self._carried(job),
             )
-            if result.failure is None:
+            if result.failure is None and job.model_id:
                 store_predictions(self.blobs, job.model_id, Path(folder))
         return result
+
+    def _carried(self, job: ClaimedJob) -> CarriedResult | None:
+        """A backfill's base: the model's newest result and its stored predictions (None:
+        a full run, also for a backfill of a model that has no result to build on)."""
+        if BackfillScope.of(job.spec) is None or not job.model_id:
+            return None
+        base = newest_result(self.store.db, job.model_id)
+        if base is None:
+            return None
+        return replace(base, predictions=stored_sets(self.blobs, job.model_id))
 
     # -- recording -------------------------------------------------------------------------
     def record(

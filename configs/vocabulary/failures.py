@@ -28,16 +28,18 @@ class FailureCode(StrEnum):
     WORKER_LOST = "worker_lost"
     PLATFORM_ERROR = "platform_error"
     CANCELLED = "cancelled"  # its submitter, a task owner or an admin stopped it
+    IMAGE_GONE = "image_gone"  # the model's image is no longer kept (retention) or was lost
 
     @property
     def user_caused(self) -> bool:
         """Whether the submission (not the platform) is to blame; platform faults are retried.
         A cancel is nobody's fault (it must not count against quotas) yet never retried
-        (see RetryPolicy)."""
+        (see RetryPolicy). Nor is a gone image: the platform's retention removed it."""
         return self not in (
             FailureCode.WORKER_LOST,
             FailureCode.PLATFORM_ERROR,
             FailureCode.CANCELLED,
+            FailureCode.IMAGE_GONE,
         )
 
     @property

@@ -3,9 +3,11 @@ function of the failure, the attempt and the time, so every caller decides alike
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from configs.vocabulary.failures import FailureCode
 
@@ -21,6 +23,38 @@ class JobStatus(StrEnum):
     @property
     def final(self) -> bool:
         return self in (JobStatus.DONE, JobStatus.FAILED)
+
+
+class JobKind(StrEnum):
+    """What a job does: evaluate one model (all of it, or a backfill's one dataset), or run
+    the automated adversary against a round's models."""
+
+    EVALUATE = "evaluate"
+    ADVERSARY = "adversary"
+
+
+@dataclass(frozen=True)
+class BackfillScope:
+    """A backfill's dataset versions, ``(round, dataset, dataset_hash)`` each: the job sends
+    the model these and keeps the rest of its newest result (other sets, the profile)."""
+
+    sets: tuple[tuple[str, str, str], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        keys = ("round", "dataset", "dataset_hash")
+        return {"sets": [dict(zip(keys, version, strict=True)) for version in self.sets]}
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any] | None) -> BackfillScope | None:
+        """The scope a job's stored spec holds, if any."""
+        scope = (spec or {}).get("scope")
+        if not scope:
+            return None
+        return cls(
+            tuple(
+                (str(s["round"]), str(s["dataset"]), str(s["dataset_hash"])) for s in scope["sets"]
+            )
+        )
 
 
 class AttemptOutcome(StrEnum):
@@ -76,6 +110,8 @@ class RetryPolicy:
     def retries(self, code: str, attempt: int, max_attempts: int) -> bool:
         """Whether a job whose ``attempt`` ended with ``code`` runs again."""
         if code == FailureCode.CANCELLED:  # someone chose to stop it: running again undoes that
+            return False
+        if code == FailureCode.IMAGE_GONE:  # no attempt can bring a removed image back
             return False
         try:
             user_caused = FailureCode(code).user_caused

@@ -57,7 +57,12 @@ def test_final_statuses() -> None:
     assert {s for s in JobStatus if s.final} == {D, F}
 
 
-NOT_USER_CAUSED = (FailureCode.WORKER_LOST, FailureCode.PLATFORM_ERROR, FailureCode.CANCELLED)
+NOT_USER_CAUSED = (
+    FailureCode.WORKER_LOST,
+    FailureCode.PLATFORM_ERROR,
+    FailureCode.CANCELLED,
+    FailureCode.IMAGE_GONE,
+)
 USER_CAUSED = [c for c in FailureCode if c not in NOT_USER_CAUSED]
 
 
@@ -87,6 +92,8 @@ FINAL = Settlement(F, None, "failed")
         ("cancelled", 1, 3, FINAL),  # not the submitter's fault, yet never run again
         ("cancelled", 1, 9, FINAL),
         (FailureCode.CANCELLED, 2, 3, FINAL),
+        ("image_gone", 1, 3, FINAL),  # retention removed it: no attempt brings it back
+        (FailureCode.IMAGE_GONE, 2, 9, FINAL),
         *[(code.value, 1, 3, FINAL) for code in USER_CAUSED],
         *[(code, 1, 3, FINAL) for code in USER_CAUSED],  # the enum decides like its value
     ],
