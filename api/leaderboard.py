@@ -233,6 +233,7 @@ def prepare_board(
             )
             entry["partial"] = bool(stale)
             entry["not_scored_on"] = stale
+        entry["image_gone"] = row.get("image_gone")  # why a new round stays unscored
         entry["throughput_mode"] = row.get("throughput_mode")  # how throughput was measured
         entry["conditions"] = fingerprint(row)  # the measurement's group (api.measurement)
         entries.append(entry)

@@ -252,6 +252,13 @@ class QueuePlaceSchema(OpenSchema):
     )
 
 
+class ImageGoneSchema(OpenSchema):
+    """A model whose image is gone keeps its scores; backfills skip it."""
+
+    at = fields.String(allow_none=True)
+    reason = fields.String()
+
+
 class SubmissionSchema(OpenSchema):
     id = fields.String()
     task = fields.String()
@@ -259,6 +266,11 @@ class SubmissionSchema(OpenSchema):
     runtime = fields.Dict(metadata={"description": "kind, protocol, image"})
     image_id = fields.String(allow_none=True)
     created_at = fields.String()
+    image_gone = fields.Nested(
+        ImageGoneSchema,
+        allow_none=True,
+        metadata={"description": "null while the image is kept; else when and why it went"},
+    )
     job = fields.Nested(JobSchema, allow_none=True)
     results = fields.Dict(
         allow_none=True, metadata={"description": "the five axes, rounds, slices, profile"}

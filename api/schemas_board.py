@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from marshmallow import fields
 
-from api.schemas import OpenSchema
+from api.schemas import ImageGoneSchema, OpenSchema
 
 
 class LeaderboardEntrySchema(OpenSchema):
@@ -28,6 +28,14 @@ class LeaderboardEntrySchema(OpenSchema):
             "description": "[low, high]: the performance 95 % interval carried through the "
             "Dynascore (other axes and the AMRS fixed); null when the model has no interval "
             "(it is then grouped as a point)"
+        },
+    )
+    image_gone = fields.Nested(
+        ImageGoneSchema,
+        allow_none=True,
+        metadata={
+            "description": "null while the model's image is kept; else when and why it went "
+            "(the model keeps its scores; new rounds stay unscored, see `not_scored_on`)"
         },
     )
     throughput_mode = fields.String(

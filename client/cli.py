@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from client import commands
+from client.images import add_images_parser
 from client.rerun import cmd_rerun
 from client.rounds import add_rounds_parser
 from configs.schema import ConfigError
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         _status,
         _rerun,
         add_rounds_parser,
+        add_images_parser,
         _users,
         _tokens,
         _login,

@@ -33,6 +33,8 @@ ENV_VARS: Mapping[str, tuple[str, ...]] = {
     "database_url": ("DYNAEVAL_DATABASE_URL",),
     "store_url": ("DYNAEVAL_STORE_URL",),
     "webhook_allow_hosts": ("DYNAEVAL_WEBHOOK_ALLOW_HOSTS",),
+    "keep_unscored_images_days": ("DYNAEVAL_KEEP_UNSCORED_IMAGES_DAYS",),
+    "keep_scored_images_days": ("DYNAEVAL_KEEP_SCORED_IMAGES_DAYS",),
     "s3.endpoint_url": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
     "s3.region": ("AWS_DEFAULT_REGION",),
     "s3.profile": ("AWS_PROFILE",),
@@ -41,7 +43,15 @@ ENV_VARS: Mapping[str, tuple[str, ...]] = {
     "s3.session_token": ("AWS_SESSION_TOKEN",),
 }
 SECRET_KEYS = frozenset({"s3.secret_access_key", "s3.session_token"})
-_TOP_KEYS = ("data_dir", "database_url", "store_url", "webhook_allow_hosts")
+_TOP_KEYS = (
+    "data_dir",
+    "database_url",
+    "store_url",
+    "webhook_allow_hosts",
+    "keep_unscored_images_days",
+    "keep_scored_images_days",
+)
+NEVER = "never"
 _S3_KEYS = tuple(key.removeprefix("s3.") for key in ENV_VARS if key.startswith("s3."))
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
@@ -96,6 +106,23 @@ class S3Location:
 
 
 @dataclass(frozen=True)
+class ImageRetention:
+    """How long uploaded images are kept (days; None: for ever). A scored model's image is
+    what a backfill runs on new data, so by default it is never removed; an image that never
+    produced a score (its job failed or was cancelled) goes after ``unscored_days``."""
+
+    unscored_days: float | None = 30.0
+    scored_days: float | None = None
+
+    def shown(self) -> tuple[str, str]:
+        return _shown_days(self.unscored_days), _shown_days(self.scored_days)
+
+
+def _shown_days(days: float | None) -> str:
+    return NEVER if days is None else f"{days:g}"
+
+
+@dataclass(frozen=True)
 class Settings:
     """The effective settings and the source of each (keys as in the file: ``s3.region``)."""
 
@@ -107,6 +134,7 @@ class Settings:
     config_file: Path | None = None
     # hosts on local networks that webhooks may call: "host" or "host:port", comma-separated
     webhook_allow_hosts: tuple[str, ...] = ()
+    image_retention: ImageRetention = ImageRetention()
 
     def source(self, key: str) -> Source:
         return self.sources.get(key, DEFAULT)
@@ -125,6 +153,8 @@ class Settings:
             "database_url": mask_url(self.database_url),
             "store_url": self.store_url,
             "webhook_allow_hosts": ",".join(self.webhook_allow_hosts) or None,
+            "keep_unscored_images_days": self.image_retention.shown()[0],
+            "keep_scored_images_days": self.image_retention.shown()[1],
         }
         for name in _S3_KEYS:
             values[f"s3.{name}"] = getattr(self.s3, name)
@@ -226,7 +256,29 @@ def _build(raw: Mapping[str, tuple[str, Source]], cwd: Path, path: Path | None) 
         check_endpoint_url(s3["endpoint_url"], sources["s3.endpoint_url"])
     hooks = raw.get("webhook_allow_hosts", ("", DEFAULT))[0]
     allow = tuple(entry.strip().lower() for entry in hooks.split(",") if entry.strip())
-    return Settings(data_dir, database_url, store_url, S3Options(**s3), sources, path, allow)
+    retention = ImageRetention(
+        _days(raw, "keep_unscored_images_days", ImageRetention.unscored_days),
+        _days(raw, "keep_scored_images_days", ImageRetention.scored_days),
+    )
+    return Settings(
+        data_dir, database_url, store_url, S3Options(**s3), sources, path, allow, retention
+    )
+
+
+def _days(raw: Mapping[str, tuple[str, Source]], key: str, default: float | None) -> float | None:
+    """A number of days >= 0, or ``never`` (None)."""
+    if key not in raw:
+        return default
+    text, source = raw[key]
+    if text.strip().lower() == NEVER:
+        return None
+    try:
+        days = float(text)
+    except ValueError:
+        days = -1.0
+    if not days >= 0 or days == float("inf"):
+        raise _error(source, key, f"must be a number of days (0 or more) or {NEVER!r}: {text!r}")
+    return days
 
 
 def _error(source: Source, key: str, problem: str) -> SettingsError:

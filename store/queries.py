@@ -166,6 +166,7 @@ class Queries:
                 **result.summary,
                 "rounds": result.rounds,
                 "image_id": model.image_id,
+                "image_gone": image_gone_of(model),
                 "dataset_hashes": result.provenance.get("dataset_hashes", {}),
             }
         return list(newest.values())
@@ -248,7 +249,16 @@ def _model_dict(model: ModelRow) -> dict[str, Any]:
         "runtime": runtime,
         "image_id": model.image_id,
         "created_at": _utc(model.created_at),
+        "image_gone": image_gone_of(model),
     }
+
+
+def image_gone_of(model: ModelRow) -> dict[str, Any] | None:
+    """When and why the model's image went (store.retention), or None while it is kept."""
+    if model.image_gone is None:
+        return None
+    at = _utc(model.image_gone_at) if model.image_gone_at else None
+    return {"at": at, "reason": model.image_gone}
 
 
 def _job_dict(job: JobRow, session: Session, show_internal: bool = False) -> dict[str, Any]:

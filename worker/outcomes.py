@@ -44,3 +44,25 @@ def default_factory(
     spec: dict, task: TaskSpec, blobs: BlobStore, owner: str, *, lease: str
 ) -> Runtime:
     return make_runtime(spec, task.limits, blobs, owner=owner, lease=lease)
+
+
+IMAGE_REMOVED = (
+    "the model's uploaded image is no longer stored (removed under the image retention "
+    "policy, or lost): it keeps its scores, and cannot be run on new data"
+)
+
+
+def image_gone(spec: dict, blobs: BlobStore) -> Failure | None:
+    """IMAGE_GONE when the runtime's uploaded image is no longer in the blob store."""
+    blob = spec.get("blob")
+    if blob and not blobs.exists(str(blob)):
+        return Failure(FailureCode.IMAGE_GONE, IMAGE_REMOVED)
+    return None
+
+
+def gone_on_backfill(failure: Failure) -> Failure:
+    """On a backfill the image ran before: not loading it now means it is gone."""
+    if failure.code is not FailureCode.IMAGE_NOT_LOADABLE:
+        return failure
+    message = f"the image that scored this model can no longer be loaded ({failure.message})"
+    return Failure(FailureCode.IMAGE_GONE, message[:2000], failure.log_tail)

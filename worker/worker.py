@@ -14,36 +14,28 @@ from __future__ import annotations
 
 import logging
 import socket
-import tempfile
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
 from configs.vocabulary.clock import Clock
-from configs.vocabulary.jobs import DEFAULT_RETRY_POLICY, BackfillScope, JobStatus, RetryPolicy
+from configs.vocabulary.failures import FailureCode
+from configs.vocabulary.jobs import DEFAULT_RETRY_POLICY, JobStatus, RetryPolicy
 from configs.vocabulary.results import EvaluationResult, Failure
-from evaluator.errors import EvaluationError
-from evaluator.pipeline import run_evaluation
-from store.backfill import CarriedResult, newest_result
 from store.blobs import BlobStore
 from store.jobs import ClaimedJob, JobStore
+from store.retention import mark_image_gone
 from store.webhooks import WebhookStore
+from worker.evaluation import JobContext, evaluate_model
 from worker.lifecycle import settle_failure
 from worker.lock import WorkerLock
 from worker.notifier import Notifier
 from worker.outage import Outage, describe, is_unreachable
-from worker.outcomes import (
-    ResultRefused,
-    RuntimeFactory,
-    default_factory,
-    failed,
-    platform_failure,
-)
-from worker.predictions import store_predictions, stored_sets
+from worker.outcomes import ResultRefused, RuntimeFactory, default_factory, platform_failure
 from worker.progress import LeaseLost, Progress
 from worker.sandboxes import SandboxReaper
 
@@ -234,44 +226,12 @@ class Worker:
             progress.recording.set()  # from here on a stop no longer hands the job back
 
     def evaluate(self, job: ClaimedJob, progress: Progress) -> EvaluationResult:
-        task = self.tasks.get(job.task)
-        if task is None:
-            return platform_failure(job.task, f"task {job.task!r} is not loaded")
-        try:
-            runtime = self.runtime_factory(
-                job.runtime, task, self.blobs, self.worker_id, lease=job.lease
-            )
-        except EvaluationError as exc:
-            return failed(job.task, Failure(exc.code, exc.message, exc.log_tail))
-        except Exception as exc:
-            log.exception(
-                "could not build the runtime of job %s", job.id, extra=self._context(job.id)
-            )
-            return platform_failure(job.task, describe(exc))
-        # Per-example predictions are kept for paired comparisons (worker.predictions).
-        with tempfile.TemporaryDirectory(prefix="dynaeval-predictions-") as folder:
-            result = run_evaluation(
-                task,
-                runtime,
-                self.blobs,
-                config_dir=self.config_dir,
-                progress=progress.update,
-                save_predictions=Path(folder),
-                carried=self._carried(job),
-            )
-            if result.failure is None and job.model_id:
-                store_predictions(self.blobs, job.model_id, Path(folder))
-        return result
-
-    def _carried(self, job: ClaimedJob) -> CarriedResult | None:
-        """A backfill's base: the model's newest result and its stored predictions (None:
-        a full run, also for a backfill of a model that has no result to build on)."""
-        if BackfillScope.of(job.spec) is None or not job.model_id:
-            return None
-        base = newest_result(self.store.db, job.model_id)
-        if base is None:
-            return None
-        return replace(base, predictions=stored_sets(self.blobs, job.model_id))
+        """Run the claimed job's kind (worker.evaluation: a model, or a backfill of one)."""
+        context = JobContext(
+            self.store, self.blobs, self.tasks, self.runtime_factory, self.worker_id,
+            self.config_dir,
+        )  # fmt: skip
+        return evaluate_model(context, job, progress)
 
     # -- recording -------------------------------------------------------------------------
     def record(
@@ -328,6 +288,8 @@ class Worker:
         status = settle_failure(
             self.store, job, self.worker_id, failure, policy=self.retry_policy, clock=self.clock
         )
+        if failure.code is FailureCode.IMAGE_GONE and job.model_id:  # the row says so
+            mark_image_gone(self.store.db, job.model_id, failure.message, self.clock.now())
         if status == JobStatus.QUEUED:
             self.stats.requeued += 1
         elif status == JobStatus.FAILED:

@@ -182,6 +182,7 @@ def page_data(
                     for r in row.get("rounds") or []
                 ],
                 "not_scored_on": stale,
+                "image_gone": row.get("image_gone"),  # why new rounds stay unscored
                 "page": model_visible(row["model_id"]),  # may the viewer open its page?
             }
         )

@@ -175,7 +175,7 @@ def test_incomplete_rows_are_unranked_in_order_and_entries_keep_their_fields(
     assert list(entry) == [
         "rank", "model_id", "name", "dynascore", *AXES, "memory_peak", "units", "rounds",
         "performance_ci", "tie_group", "dynascore_ci", "partial", "not_scored_on",
-        "throughput_mode", "conditions",
+        "image_gone", "throughput_mode", "conditions",
     ]  # fmt: skip
     assert entry["rounds"] == [
         {"round": "r1", "performance": entry["performance"], "performance_ci": None}

@@ -287,7 +287,7 @@ def test_unexpected_exception_in_evaluate_is_recorded(
     def explode(*args: Any, **kwargs: Any) -> None:
         raise KeyError("bug in the pipeline")
 
-    monkeypatch.setattr("worker.worker.run_evaluation", explode)
+    monkeypatch.setattr("worker.evaluation.run_evaluation", explode)
     job_id = env.store.submit("sentiment", "m", FAKE, max_attempts=1)[1]
     stats = env.worker(factory_of(lambda spec: FakeModel(), [])).work(burst=True)
     assert stats.failed == 1
@@ -307,7 +307,7 @@ def test_result_the_store_refuses_fails_the_job_instead_of_killing_the_worker(
         result.scores = result.scores + result.scores[:1]  # violates the unique score key
         return result
 
-    monkeypatch.setattr("worker.worker.run_evaluation", duplicated)
+    monkeypatch.setattr("worker.evaluation.run_evaluation", duplicated)
     first = env.store.submit("sentiment", "dup", FAKE, max_attempts=1)[1]
     stats = env.worker(factory_of(lambda spec: FakeModel(), [])).work(burst=True)
     assert stats.failed == 1

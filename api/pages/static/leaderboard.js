@@ -173,6 +173,7 @@
     // The API's 95 % tie groups are known for the weights the server rendered only.
     var tie = q === data.ties_for && data.ties && data.ties[m.model_id];
     cells.push("<td>" + (m.not_scored_on.length ? '<span class="partial">partial: not scored on ' + esc(m.not_scored_on.join(", ")) + "</span>" : "complete") +
+      (m.image_gone ? '<div class="partial" title="' + esc(m.image_gone.reason) + '">image gone: not run on new data</div>' : "") +
       (tie ? '<div class="stat-tie">' + esc(tie) + "</div>" : "") + "</td>");
     return { id: m.model_id, attrs: [["data-rank", String(e.rank)], ["data-dynascore", String(e.dynascore)]], cells: cells };
   }
