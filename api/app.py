@@ -10,6 +10,7 @@ from werkzeug.wrappers import Response
 
 from api import auth, errors, metrics, ratelimit
 from api.accounts import blp as accounts_blp
+from api.adversary import blp as adversary_blp
 from api.collection import blp as collection_blp
 from api.freezing import blp as freezing_blp
 from api.pages import downloads, pages
@@ -56,6 +57,7 @@ def create_app(service: Service, allowed_hosts: Iterable[str] | None = None) -> 
     api.register_blueprint(collection_blp)
     api.register_blueprint(validation_blp)
     api.register_blueprint(freezing_blp)
+    api.register_blueprint(adversary_blp)
     api.register_blueprint(downloads)
     app.register_blueprint(pages)
     app.register_blueprint(view_pages)

@@ -9,8 +9,11 @@ the workers really call a model over HTTP. A new round of 20 examples is added t
 the API's own code path (``api.rounds.add_dataset``), which queues one backfill job per
 model; then N real ``Worker`` loops in threads (burst mode) drain them. The baseline is
 the 1-worker run of the same process: ``scaling`` is 4 workers' jobs per minute over it.
-An untimed run of 2 models first loads what evaluation imports lazily. The workers are
-threads of one process: CPU-bound scoring (the slice metrics) shares one interpreter lock.
+An untimed run of 2 models first loads what evaluation imports lazily. The workers run
+twice: as threads of one process (CPU-bound scoring, the slice metrics, shares one
+interpreter lock), and as separate processes on the same database, the way an operator
+runs ``dynaeval worker`` once per core (each process opens its service before the clock
+starts). ``scaling`` is the processes' ratio, ``thread_scaling`` the threads'.
 Every model must get exactly one backfill job and every one must be done (exit 1 if not).
 The machine's load average is printed before and after, since other runs may share it.
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import multiprocessing
 import os
 import shutil
 import sys
@@ -222,15 +226,57 @@ def problems(service: Service, models: list[str], backfills: list[str]) -> list[
     return found
 
 
-def run(folder: Path, model: ModelServer, workers: int, models: int) -> tuple[float, list[str]]:
-    """One fresh service: seed, add a round, drain with ``workers``; (seconds, problems)."""
+def _process_worker(folder: str, name: str, go: Any, done: Any) -> None:
+    """A worker process: open the service, wait for the start, drain, report jobs done."""
+    service = Service.open(Path(folder) / "data", config_dir=Path(folder) / "configs")
+    try:
+        worker = BenchWorker(
+            service.store, service.blobs, service.tasks, worker_id=name, poll_s=0.01,
+            config_dir=service.config_dir,
+        )  # fmt: skip
+        go.wait()
+        done.put(worker.work(burst=True).done)
+    finally:
+        service.close()
+
+
+def drain_processes(folder: Path, workers: int) -> tuple[float, int]:
+    """Seconds for ``workers`` burst-mode worker processes to empty the queue; jobs done."""
+    context = multiprocessing.get_context("fork")
+    go, done = context.Event(), context.Queue()
+    processes = [
+        context.Process(
+            target=_process_worker, args=(str(folder), f"bench-proc-{workers}-{i}", go, done)
+        )
+        for i in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    time.sleep(2.0)  # every process has opened its service (untimed)
+    start = time.perf_counter()
+    go.set()
+    finished = sum(done.get(timeout=600) for _ in processes)
+    elapsed = time.perf_counter() - start
+    for process in processes:
+        process.join(timeout=60)
+    return elapsed, finished
+
+
+def run(
+    folder: Path, model: ModelServer, workers: int, models: int, processes: bool = False
+) -> tuple[float, list[str]]:
+    """One fresh service: seed, add a round, drain with ``workers`` (threads, or processes);
+    (seconds, problems)."""
     service = Service.open(folder / "data", config_dir=small_config(folder / "configs"))
     try:
         runtime = {"kind": "url", "url": model.url, "protocol": "v1"}
         seeded = seed_scored(service, runtime, models)
         backfills = add_round(service)
         asked = model.predictions
-        seconds, done = drain(service, workers)
+        if processes:
+            seconds, done = drain_processes(folder, workers)
+        else:
+            seconds, done = drain(service, workers)
         found = problems(service, seeded, backfills)
         if done != len(backfills):
             found.append(f"the workers finished {done} jobs, not {len(backfills)}")
@@ -254,16 +300,19 @@ def main() -> None:
             # untimed: the first job imports what evaluation loads lazily (fairlearn, ...),
             # which would otherwise be charged to the 1-worker baseline alone
             failures += [f"warm-up: {p}" for p in run(Path(tmp) / "warm", model, 1, 2)[1]]
-            for workers in WORKER_COUNTS:
-                elapsed, found = run(Path(tmp) / f"w{workers}", model, workers, args.models)
-                seconds[str(workers)] = round(elapsed, 2)
-                failures += [f"{workers} workers: {problem}" for problem in found]
+            for mode in ("threads", "processes"):
+                for workers in WORKER_COUNTS:
+                    folder = Path(tmp) / f"{mode}-{workers}"
+                    elapsed, found = run(folder, model, workers, args.models, mode == "processes")
+                    seconds[f"{workers} {mode}"] = round(elapsed, 2)
+                    failures += [f"{workers} {mode}: {problem}" for problem in found]
     rates = {k: round(args.models / v * 60, 1) for k, v in seconds.items()}
     report = {
         "models": args.models,
         "seconds": seconds,
         "jobs_per_minute": rates,
-        "scaling": round(rates["4"] / rates["1"], 2),
+        "scaling": round(rates["4 processes"] / rates["1 processes"], 2),
+        "thread_scaling": round(rates["4 threads"] / rates["1 threads"], 2),
         "loadavg_before": load_before,
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         "cpu_count": os.cpu_count(),

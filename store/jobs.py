@@ -271,15 +271,8 @@ class JobStore(LeaseRecovery):
             if job is None:
                 return attempt_outcome(session, job_id, lease) == AttemptOutcome.DONE
             check_transition(job.status, JobStatus.DONE)
-            if job.model_id is None:
-                raise ValueError(f"job {job_id} belongs to a round: it has no model result")
-            rows = _score_rows(job, result)
-            _replace_scores(session, job.model_id, rows)
-            session.add_all(rows)
-            image_id = (result.provenance.get("runtime") or {}).get("image_id")
-            if image_id:  # pin the model to the exact image its scores came from
-                existing(session.get(ModelRow, job.model_id)).image_id = image_id
-            session.add(_result_row(job, result, now))
+            if job.model_id is not None:  # a round's job (an adversary run) stored its own
+                _store_result(session, job, job.model_id, result, now)
             job.status, job.progress, job.stage, job.finished_at = JobStatus.DONE, 1.0, "done", now
             close_attempt(session, job, AttemptOutcome.DONE, None, now)
             # an earlier attempt's failure stays in its attempt row, not on a finished job
@@ -361,6 +354,19 @@ def _claimed(session: Session, job_id: str, worker: str, token: str, now: dateti
         dict(job.spec) if job.spec else None,
         dict(job.checkpoint) if job.checkpoint else None,
     )
+
+
+def _store_result(
+    session: Session, job: JobRow, model_id: str, result: EvaluationResult, now: datetime
+) -> None:
+    """Every score (replacing the model's on the same data), the summary, the image pin."""
+    rows = _score_rows(job, result)
+    _replace_scores(session, model_id, rows)
+    session.add_all(rows)
+    image_id = (result.provenance.get("runtime") or {}).get("image_id")
+    if image_id:  # pin the model to the exact image its scores came from
+        existing(session.get(ModelRow, model_id)).image_id = image_id
+    session.add(_result_row(job, result, now))
 
 
 def _result_row(job: JobRow, result: EvaluationResult, now: datetime) -> ResultRow:

@@ -260,8 +260,8 @@ def notify_final(
     """Queue a delivery to every webhook that wants ``job``'s final state, in ``session``'s
     transaction (the caller's, which also writes that state)."""
     event = _event(job, failure)
-    model = session.get(ModelRow, job.model_id)
-    if model is None:
+    model = session.get(ModelRow, job.model_id) if job.model_id else None
+    if model is None:  # a round's job (an adversary run): no submission to tell about
         return
     mine = and_(WebhookRow.model_id.is_(None), WebhookRow.owner_id == model.owner_id)
     hooks = session.scalars(select(WebhookRow).where(or_(WebhookRow.model_id == model.id, mine)))

@@ -24,12 +24,13 @@ from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
 from configs.vocabulary.clock import Clock
 from configs.vocabulary.failures import FailureCode
-from configs.vocabulary.jobs import DEFAULT_RETRY_POLICY, JobStatus, RetryPolicy
+from configs.vocabulary.jobs import DEFAULT_RETRY_POLICY, JobKind, JobStatus, RetryPolicy
 from configs.vocabulary.results import EvaluationResult, Failure
 from store.blobs import BlobStore
 from store.jobs import ClaimedJob, JobStore
 from store.retention import mark_image_gone
 from store.webhooks import WebhookStore
+from worker.adversary import run_attack
 from worker.evaluation import JobContext, evaluate_model
 from worker.lifecycle import settle_failure
 from worker.lock import WorkerLock
@@ -226,11 +227,14 @@ class Worker:
             progress.recording.set()  # from here on a stop no longer hands the job back
 
     def evaluate(self, job: ClaimedJob, progress: Progress) -> EvaluationResult:
-        """Run the claimed job's kind (worker.evaluation: a model, or a backfill of one)."""
+        """Run the claimed job's kind: a model (or a backfill of one, worker.evaluation), or
+        an adversary run (worker.adversary)."""
         context = JobContext(
             self.store, self.blobs, self.tasks, self.runtime_factory, self.worker_id,
             self.config_dir,
         )  # fmt: skip
+        if job.kind is JobKind.ADVERSARY:
+            return run_attack(context, job, progress)
         return evaluate_model(context, job, progress)
 
     # -- recording -------------------------------------------------------------------------

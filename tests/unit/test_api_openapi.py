@@ -149,6 +149,16 @@ ERRORS = {
         "422",
         "429",
     },
+    # the automated adversary (api/adversary.py)
+    ("/api/v1/tasks/{task_name}/rounds/{round_name}/adversary", "post"): {
+        "401",
+        "403",
+        "404",
+        "409",
+        "422",
+        "429",
+    },
+    ("/api/v1/tasks/{task_name}/rounds/{round_name}/adversary", "get"): {"404"},
     # webhooks (api/webhooks.py)
     ("/api/v1/webhooks", "get"): {"401", "403", "422"},
     ("/api/v1/webhooks", "post"): {"400", "401", "403", "404", "409", "422", "429"},

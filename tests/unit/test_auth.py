@@ -178,6 +178,10 @@ TABLE: list[tuple[str, str, Any, dict[str, int], int]] = [
     ("POST", "/api/v1/tasks/qa/rounds/r9/examples", {"inputs": {}}, {"anonymous": 401, "alice_read": 403}, 404),
     ("GET", "/api/v1/tasks/nli/rounds/r9/examples", None, {}, 404),
     ("GET", "/api/v1/tasks/qa/rounds/r9/examples", None, {}, 404),
+    ("POST", "/api/v1/tasks/sentiment/rounds/r1/adversary", {}, {"anonymous": 401, "admin": 404}, 403),
+    ("POST", "/api/v1/tasks/qa/rounds/r1/adversary", {}, {"anonymous": 401, "alice_read": 403}, 404),
+    ("GET", "/api/v1/tasks/sentiment/rounds/r1/adversary", None, OK_ALL, 200),
+    ("GET", "/api/v1/tasks/qa/rounds/r1/adversary", None, PRIVATE_TASK, 404),
     ("GET", "/metrics", None, ONLY_ADMIN, 403),  # api.metrics: an operator's route
 ]  # fmt: skip
 
@@ -216,6 +220,7 @@ def test_the_table_covers_every_route(world: World) -> None:
                     "validation.",
                     "collection.",
                     "freezing.",
+                    "adversary.",
                 )
             )
             or "compare" in rule.rule

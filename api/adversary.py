@@ -1,0 +1,144 @@
+"""The automated adversary through the API: a task owner starts a run on a round open for
+collection; the worker searches perturbations of the task's held-out examples that fool the
+round's best in-the-loop models (evaluator.adversary) and puts what it finds in the round's
+validation queue, marked machine-proposed with the models it fools."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from flask_smorest import Blueprint
+from marshmallow import fields, validate
+
+from api.auth import PUBLIC, SUBMIT, access
+from api.docs import error_docs
+from api.errors import ApiError
+from api.rounds import owned_task, task_or_404
+from api.routes import service
+from api.schemas import OpenSchema
+from configs.schema import TaskSpec
+from evaluator.attack import AttackSpec
+from store.adversary import AttackRefused, AttackRun, AttackRuns
+from store.collection import Collection, LoopModel
+
+blp = Blueprint("adversary", __name__, url_prefix="/api/v1", description="The automated adversary")
+errors = error_docs(
+    blp,
+    {
+        401: "no credentials, or an unknown, expired or revoked token",
+        403: "not the task's owner or an admin, or a token without the submit scope",
+        404: "no such task (or not yours to see), or a round never opened for collection",
+        409: "round_not_open, no_healthy_model or attack_running",
+        422: "a setting out of range",
+    },
+)
+_PATH = "/tasks/<task_name>/rounds/<round_name>/adversary"
+DEFAULTS = AttackSpec()
+
+
+class AttackRequestSchema(OpenSchema):
+    seed = fields.Integer(
+        load_default=DEFAULTS.seed, validate=validate.Range(0, 2**31 - 1),
+        metadata={"description": "the same seed, models and data give the same proposals"},
+    )  # fmt: skip
+    max_queries = fields.Integer(
+        load_default=DEFAULTS.max_queries, validate=validate.Range(1, 100_000),
+        metadata={"description": "model queries at most (one example to one model is one)"},
+    )  # fmt: skip
+    edit_budget = fields.Integer(
+        load_default=DEFAULTS.edit_budget, validate=validate.Range(1, 20),
+        metadata={"description": "word edits at most between a proposal and its source"},
+    )  # fmt: skip
+    candidates_per_source = fields.Integer(
+        load_default=DEFAULTS.candidates_per_source, validate=validate.Range(1, 100)
+    )
+    max_proposals = fields.Integer(
+        load_default=DEFAULTS.max_proposals, validate=validate.Range(1, 10_000)
+    )
+    top_models = fields.Integer(
+        load_default=2, validate=validate.Range(1, 8),
+        metadata={"description": "attack the round's best healthy in-the-loop models, by "
+                  "their newest performance"},
+    )  # fmt: skip
+
+
+class AttackRunSchema(OpenSchema):
+    job_id = fields.String()
+    task = fields.String()
+    round = fields.String()
+    status = fields.String(metadata={"description": "queued, running, done or failed"})
+    stage = fields.String()
+    spec = fields.Dict(metadata={"description": "the attack's settings and target models"})
+    checkpoint = fields.Dict(
+        metadata={"description": "progress: next_source, queries_used, proposals and, once "
+                  "done, stopped_because"}
+    )  # fmt: skip
+    created_at = fields.String()
+    failure = fields.String(allow_none=True)
+
+
+class AttackRunListSchema(OpenSchema):
+    runs = fields.List(fields.Nested(AttackRunSchema))
+
+
+def runs() -> AttackRuns:
+    return AttackRuns(service().db, service().clock)
+
+
+def targets(task: TaskSpec, models: Sequence[LoopModel], count: int) -> list[str]:
+    """The ``count`` best healthy models by their newest performance (ties by id)."""
+    board = {row["model_id"]: row for row in service().queries.leaderboard_rows(task.name)}
+
+    def rank(model: LoopModel) -> tuple[float, str]:
+        performance = board.get(model.id, {}).get("performance")
+        return (-(performance if isinstance(performance, int | float) else float("-inf")), model.id)
+
+    return [m.id for m in sorted(models, key=rank)[:count]]
+
+
+def start_run(task: TaskSpec, round_name: str, body: dict[str, Any]) -> AttackRun:
+    state = Collection(service().db, service().clock).state(task.name, round_name)
+    if state is None:
+        raise ApiError(
+            404, "unknown_round", f"round {round_name!r} was never opened for collection"
+        )
+    if state.status != "open":
+        raise ApiError(409, "round_not_open", f"round {round_name!r} is {state.status}")
+    healthy = state.healthy()
+    if not healthy:
+        raise ApiError(409, "no_healthy_model", "no in-the-loop model of this round is healthy")
+    top = body.pop("top_models")
+    spec = AttackSpec(**body, name_swaps=bool(task.fairness))
+    models = targets(task, healthy, top)
+    try:
+        job_id = runs().start(task.name, round_name, {"attack": spec.to_dict(), "models": models})
+    except AttackRefused as exc:
+        raise ApiError(exc.status, exc.code, exc.message) from None
+    return next(run for run in runs().runs(task.name, round_name) if run.job_id == job_id)
+
+
+def shown(run: AttackRun) -> dict[str, Any]:
+    return {**run.__dict__, "created_at": run.created_at.isoformat() + "Z"}
+
+
+@blp.route(_PATH, methods=["POST"])
+@access(blp, SUBMIT)
+@blp.arguments(AttackRequestSchema)
+@blp.response(202, AttackRunSchema)
+@errors(401, 403, 404, 409, 422)
+def post_attack(body: dict[str, Any], task_name: str, round_name: str) -> dict[str, Any]:
+    """Start an adversary run on a round open for collection (task owner or admin). It runs
+    on a worker, below new submissions; its proposals join the round's validation queue."""
+    task = owned_task(task_name)
+    return shown(start_run(task, round_name, dict(body)))
+
+
+@blp.route(_PATH, methods=["GET"])
+@access(blp, PUBLIC)
+@blp.response(200, AttackRunListSchema)
+@errors(404)
+def list_attacks(task_name: str, round_name: str) -> dict[str, Any]:
+    """A round's adversary runs, newest first, with their progress."""
+    task = task_or_404(task_name)
+    return {"runs": [shown(run) for run in runs().runs(task.name, round_name)]}

@@ -1,0 +1,128 @@
+"""One adversary run: the search of evaluator.adversary against a round's target models,
+with its progress stored after every source example (store.adversary).
+
+The models run as live models do, in the scoring sandbox, one example per query, started
+through the worker's own runtime factory. The sources are the task's held-out examples of
+every round but the one being collected, in the task's order. A retry resumes from the
+stored checkpoint; what the search finds joins the round's validation queue at once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from configs.schema import TaskSpec
+from configs.vocabulary.examples import Example, Prediction
+from configs.vocabulary.results import EvaluationResult
+from evaluator.attack import AttackSpec, Checkpoint, Proposal, attack
+from evaluator.inputs.datasets import load_examples
+from evaluator.live import LiveModel, LivePool
+from evaluator.runtimes.runtime import Runtime
+from evaluator.transport.client import ModelClient
+from store.adversary import AttackRuns, MachineProposal
+from store.jobs import ClaimedJob
+from store.models import ModelRow
+from worker.evaluation import JobContext
+from worker.outcomes import platform_failure
+from worker.progress import LeaseLost, Progress
+
+
+def run_attack(context: JobContext, job: ClaimedJob, progress: Progress) -> EvaluationResult:
+    """Run (or resume) the adversary job ``job``; its outcome is in its checkpoint."""
+    task = context.tasks.get(job.task)
+    spec = job.spec or {}
+    if task is None:
+        return platform_failure(job.task, f"task {job.task!r} is not loaded")
+    settings = AttackSpec.from_dict(spec["attack"])
+    round_name = str(spec["round"])
+    models = _live_models(context, [str(m) for m in spec["models"]])
+    sources = _sources(context, task, round_name)
+    runs = AttackRuns(context.store.db, context.store.clock)
+    start = Checkpoint.from_dict(job.checkpoint) if job.checkpoint else Checkpoint()
+    pool = LivePool(
+        context.blobs,
+        budget=max(1, len(models)),
+        idle_s=float(task.limits.total_s),
+        clock=context.store.clock,
+        start_runtime=_starter(context, job),
+        timeout_s=float(task.limits.request_s),
+    )
+
+    def query(model_id: str, inputs: Mapping[str, str]) -> Prediction:
+        if progress.lost.is_set():  # handed back or lost: stop before the next query
+            raise LeaseLost("the job's lease was lost or handed back; this run must stop")
+        return pool.answer(models[model_id], task, inputs)
+
+    def saved(checkpoint: Checkpoint, found: list[Proposal]) -> None:
+        shown = [_machine(task, p) for p in found]
+        if not runs.save_progress(
+            job.id, context.worker_id, job.lease, checkpoint.to_dict(), shown
+        ):
+            raise LeaseLost("the job's lease was lost; its progress is kept up to the last source")
+        fraction = checkpoint.queries_used / max(1, settings.max_queries)
+        progress.update(min(0.99, fraction), f"{checkpoint.proposals} proposals so far")
+
+    try:
+        report = attack(task, sources, list(models), query, settings, start=start,
+                        on_source_done=saved)  # fmt: skip
+    finally:
+        pool.close()
+    final = {
+        **report.checkpoint.to_dict(),
+        "stopped_because": report.stopped_because,
+        "failed_models": dict(report.failed_models),
+    }
+    if not runs.save_progress(job.id, context.worker_id, job.lease, final, []):
+        raise LeaseLost("the job's lease was lost before its end was recorded")
+    return EvaluationResult(task.name, "done", summary={"adversary": final})
+
+
+def _live_models(context: JobContext, model_ids: Sequence[str]) -> dict[str, LiveModel]:
+    with context.store.db.session() as session:
+        rows = [session.get(ModelRow, model_id) for model_id in model_ids]
+    return {
+        row.id: LiveModel(row.id, dict(row.runtime), row.image_id)
+        for row in rows
+        if row is not None
+    }
+
+
+def _sources(context: JobContext, task: TaskSpec, round_name: str) -> list[Example]:
+    """Every held-out example of the task's other rounds, in the task's order."""
+    examples: list[Example] = []
+    for spec in task.rounds:
+        if spec.name == round_name:
+            continue
+        for dataset in spec.datasets:
+            examples.extend(load_examples(task, dataset, context.config_dir))
+    return examples
+
+
+def _starter(context: JobContext, job: ClaimedJob) -> Any:
+    """Start a target as the job's own runtime factory does (the same sandbox as scoring)."""
+
+    def start(model: LiveModel, task: TaskSpec) -> tuple[Runtime, ModelClient]:
+        spec = dict(model.runtime)
+        if model.image_id and spec.get("kind") == "docker":  # the image its scores came from
+            spec["image_id"] = model.image_id
+        runtime = context.runtime_factory(spec, task, context.blobs, context.worker_id,
+                                          lease=job.lease)  # fmt: skip
+        client: ModelClient | None = None
+        try:
+            client = ModelClient(runtime.start(), task, task.limits)
+            client.wait_ready(task.limits.startup_s, runtime.alive)
+        except BaseException:
+            if client is not None:
+                client.close()
+            runtime.stop()
+            raise
+        return runtime, client
+
+    return start
+
+
+def _machine(task: TaskSpec, proposal: Proposal) -> MachineProposal:
+    answers = {m: {task.output_key: output} for m, output in proposal.answers.items()}
+    return MachineProposal(
+        proposal.source_uid, proposal.inputs, proposal.intended, proposal.fooled_models, answers
+    )
