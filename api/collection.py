@@ -226,9 +226,18 @@ def close_collection(task_name: str, round_name: str) -> dict[str, Any]:
     """Stop collection on an open round (task owner or admin)."""
     task = _owned(task_name)
     try:
-        return shown(collection().close(task.name, round_name))
+        state = collection().close(task.name, round_name)
     except CollectionRefused as exc:
         raise _refused(exc) from None
+    stop_round_models(state)
+    return shown(state)
+
+
+def stop_round_models(state: RoundState) -> list[str]:
+    """Stop the live models of a round that stopped collecting, unless another open round
+    (of any task) still has them in its loop."""
+    busy = collection().models_in_open_rounds(besides=(state.task, state.round))
+    return service().stop_live([m.id for m in state.models if m.id not in busy])
 
 
 @blp.route(f"{_PATH}/examples", methods=["POST"])

@@ -14,12 +14,14 @@ from marshmallow import fields
 from sqlalchemy import select
 
 from api.auth import SUBMIT, access
+from api.collection import stop_round_models
 from api.docs import error_docs
 from api.errors import ApiError
 from api.rounds import Change, ChangeSchema, RoundRefused, Upload, add_dataset, owned_task
 from api.routes import service
 from api.service import Service
 from configs.schema import TaskSpec
+from store.collection import Collection
 from store.models import CollectedExampleRow, CollectionRoundRow
 
 blp = Blueprint(
@@ -104,6 +106,9 @@ def freeze(svc: Service, task: TaskSpec, round_name: str) -> Frozen:
         state.status = "frozen"
         state.frozen_at = svc.clock.now()
         state.frozen_sha256 = (change.dataset or {}).get("sha256")
+    frozen_state = Collection(svc.db, svc.clock).state(task.name, round_name)
+    if frozen_state is not None:  # its live models are not needed any more
+        stop_round_models(frozen_state)
     return Frozen(change, len(rows))
 
 

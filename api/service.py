@@ -39,6 +39,7 @@ from worker.worker import Worker, default_worker_id
 
 log = logging.getLogger(__name__)
 _LIVE_LOCK = threading.Lock()
+LIVE_REAP_S = 30.0  # how often idle live models are looked for (their idle_s is 300 s)
 
 
 @dataclass
@@ -70,11 +71,17 @@ class Service:
         with _LIVE_LOCK:  # two first writes at once must not start two pools
             if self._live is None:
                 self._live = LivePool(self.blobs, clock=self.clock)
+                self._live.start_reaper(LIVE_REAP_S)
             return self._live
 
     @live.setter
     def live(self, pool: LivePool) -> None:
         self._live = pool
+
+    def stop_live(self, model_ids: Iterable[str]) -> list[str]:
+        """Stop these live models if they run (never starting the pool to do it)."""
+        pool = self._live
+        return [] if pool is None else pool.stop_models(model_ids)
 
     @classmethod
     def open(

@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -98,6 +98,8 @@ class LivePool:
         self._lock = threading.Lock()
         self._slots: OrderedDict[str, _Slot] = OrderedDict()  # least recently used first
         self._closed = False
+        self._closing = threading.Event()  # ends the reaper thread
+        self._reaper: threading.Thread | None = None
 
     # -- public -----------------------------------------------------------------------------
     def answer(self, model: LiveModel, task: TaskSpec, inputs: Mapping[str, Any]) -> Prediction:
@@ -122,8 +124,41 @@ class LivePool:
                 slot.occupies = False
         return sum(self._stop_if_released(slot) for slot in idle)
 
+    def stop_models(self, model_ids: Iterable[str]) -> list[str]:
+        """Stop those of ``model_ids`` that run (a round closed, say); one answering a
+        writer finishes first (it holds its model's lock). Returns the ids stopped."""
+        wanted = set(model_ids)
+        with self._lock:
+            slots = [s for s in self._slots.values() if s.model_id in wanted]
+            for slot in slots:
+                slot.occupies = False
+        return [slot.model_id for slot in slots if self._stop_if_released(slot)]
+
+    def start_reaper(self, check_s: float = 30.0) -> None:
+        """Stop idle models every ``check_s`` seconds in a daemon thread, until ``close``:
+        a round nobody writes to does not keep its containers. Starting twice is a no-op."""
+        with self._lock:
+            if self._reaper is not None or self._closed:
+                return
+            self._reaper = threading.Thread(
+                target=self._reap, args=(check_s,), name="live-reaper", daemon=True
+            )
+        self._reaper.start()
+
+    def _reap(self, check_s: float) -> None:
+        while not self._closing.wait(check_s):
+            try:
+                self.stop_idle()
+            except Exception:  # the next pass tries again; the pool must not lose its reaper
+                log.exception("stopping idle live models failed")
+
     def close(self) -> None:
-        """Stop every model; later calls to ``answer`` fail. Safe to call more than once."""
+        """Stop every model and the reaper; later calls to ``answer`` fail. Safe to call
+        more than once."""
+        self._closing.set()
+        reaper = self._reaper
+        if reaper is not None and reaper is not threading.current_thread():
+            reaper.join(timeout=30)
         with self._lock:
             self._closed = True
             slots = list(self._slots.values())

@@ -11,7 +11,8 @@ when it failed; a round closed meanwhile stores nothing."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -21,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from store.db import Database
+from store.locks import named_lock
 from store.models import CollectedExampleRow, CollectionRoundRow, ModelRow, ResultRow
 
 OPEN, CLOSED, FROZEN = "open", "closed", "frozen"
@@ -142,7 +144,7 @@ class Collection:
 
     def close(self, task: str, round_name: str) -> RoundState:
         """Stop collection on an open round."""
-        with self.db.session() as session, session.begin():
+        with self._serialised(task, round_name), self.db.session() as session, session.begin():
             row = self._row(session, task, round_name)
             if row.status != OPEN:
                 raise CollectionRefused(
@@ -150,6 +152,14 @@ class Collection:
                 )
             row.status = CLOSED
         return self._existing(task, round_name)
+
+    def models_in_open_rounds(self, *, besides: tuple[str, str]) -> set[str]:
+        """The in-the-loop models of every open round but ``besides`` (task, round)."""
+        with self.db.session() as session:
+            rows = session.scalars(
+                select(CollectionRoundRow).where(CollectionRoundRow.status == OPEN)
+            ).all()
+            return {m for r in rows if (r.task, r.round) != besides for m in r.model_ids or ()}
 
     def state(self, task: str, round_name: str) -> RoundState | None:
         """The round as opened for collection, with its counts (None: never opened)."""
@@ -178,7 +188,7 @@ class Collection:
         """Store ``written`` (and mark its model unhealthy when it failed) in one
         transaction; the round must still be open. Returns the example's id."""
         example_id = str(uuid.uuid4())
-        with self.db.session() as session, session.begin():
+        with self._serialised(task, round_name), self.db.session() as session, session.begin():
             row = self._row(session, task, round_name, lock=True)
             if row.status != OPEN:
                 raise CollectionRefused(
@@ -214,6 +224,18 @@ class Collection:
             return [_example(row) for row in session.scalars(query)]
 
     # -- helpers ----------------------------------------------------------------------------
+    @contextmanager
+    def _serialised(self, task: str, round_name: str) -> Iterator[None]:
+        """Writes to one round's row, one at a time. PostgreSQL's FOR UPDATE (``_row``)
+        does it there; SQLite ignores FOR UPDATE and its driver reads outside the write
+        transaction, so two failing writes could each keep the other's health mark out
+        of the ``unhealthy`` dict: a named lock (store.locks) serialises them instead."""
+        if self.db.engine.dialect.name != "sqlite":
+            yield
+            return
+        with named_lock(self.db, f"collection-round:{task}/{round_name}"):
+            yield
+
     def _existing(self, task: str, round_name: str) -> RoundState:
         found = self.state(task, round_name)
         assert found is not None

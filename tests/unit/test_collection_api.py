@@ -37,6 +37,7 @@ class FakePool:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.failing: set[str] = set()
         self.output = "positive"
+        self.stopped: list[str] = []
 
     def answer(self, model: LiveModel, task: TaskSpec, inputs: Mapping[str, Any]) -> Prediction:
         self.calls.append((model.model_id, dict(inputs)))
@@ -46,6 +47,10 @@ class FakePool:
 
     def stop_idle(self) -> int:
         return 0
+
+    def stop_models(self, model_ids: Any) -> list[str]:
+        self.stopped.extend(model_ids)
+        return list(model_ids)
 
     def close(self) -> None:
         pass
@@ -231,11 +236,21 @@ def test_closed_and_unknown_rounds_refuse_writes(world: World) -> None:
     assert_error(world.client("other").post(url(tail="collection/close")), 403)
     closed = world.client("owner").post(url(tail="collection/close"))
     assert closed.status_code == 200 and closed.get_json()["status"] == "closed"
+    assert world.pool.stopped == [world.models["a"], world.models["b"]]  # its live models
     assert_error(write(world), 409, "round_not_open")
     assert_error(world.client("owner").post(url(tail="collection/close")), 409, "round_not_open")
     assert_error(write(world, user="reader"), 403, "insufficient_scope")
     assert_error(write(world, user="outsider", task="qa"), 404, "unknown_task")
     assert stored(world) == 0
+
+
+def test_closing_keeps_a_model_another_open_round_still_uses(world: World) -> None:
+    open_round(world)
+    shared = {"model_ids": [world.models["a"]]}
+    other = world.client("owner").post(url().replace(f"/{ROUND}/", "/c2/"), json=shared)
+    assert other.status_code == 201, other.get_json()
+    assert world.client("owner").post(url(tail="collection/close")).status_code == 200
+    assert world.pool.stopped == [world.models["b"]]  # "a" still answers writers of c2
 
 
 def test_written_examples_are_seen_by_their_author_and_the_owners_only(world: World) -> None:

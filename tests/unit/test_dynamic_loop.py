@@ -100,6 +100,7 @@ def test_collect_validate_freeze_backfill(loop: Loop) -> None:
     assert body["frozen_examples"] == 1 and body["dataset"]["examples"] == 1
     assert len(body["backfill_jobs"]) == 2  # one per scored model
     assert loop.client("owner").post(f"{LOOP}/freeze").status_code == 409  # once only
+    assert sorted(loop.pool.stopped) == sorted(loop.models)  # the frozen round's live models
 
     runtimes: list[FakeRuntime] = []
     worker = Worker(

@@ -216,6 +216,36 @@ def test_stop_idle_reads_the_injected_clock(make_model, task, pools, blobs) -> N
     assert pool.warm() == []
 
 
+def test_the_reaper_stops_idle_models_without_writes_and_ends_with_close(
+    make_model, task, pools, blobs
+) -> None:
+    clock = ManualClock()
+    model, folder = make_model("quiet")
+    pool = pool_of(pools, blobs, idle_s=300.0, clock=clock)
+    pool.start_reaper(check_s=0.01)
+    pool.start_reaper(check_s=0.01)  # a second start is a no-op
+    pool.answer(model, task, INPUTS)
+    [pid] = starts(folder)
+    clock.advance(299)
+    assert pool.warm() == ["quiet"]  # passes run meanwhile; not idle long enough yet
+    clock.advance(2)  # no write comes: the reaper alone notices
+    wait_until(lambda: pool.warm() == [], 10.0, "the reaper to stop the idle model")
+    wait_until(lambda: not running(pid), 5.0, "the idle model's process to end")
+    reaper = pool._reaper
+    pool.close()
+    assert reaper is not None and not reaper.is_alive()
+
+
+def test_stop_models_stops_only_those_named(make_model, task, pools, blobs) -> None:
+    (first, _), (second, _) = make_model("a"), make_model("b")
+    pool = pool_of(pools, blobs, budget=2)
+    pool.answer(first, task, INPUTS)
+    pool.answer(second, task, INPUTS)
+    assert pool.stop_models(["a", "not-running"]) == ["a"]
+    assert pool.warm() == ["b"]
+    assert pool.answer(first, task, INPUTS).output  # started again on demand
+
+
 def test_close_stops_everything_and_is_idempotent(make_model, task, pools, blobs) -> None:
     model, folder = make_model("m1")
     pool = pool_of(pools, blobs)
