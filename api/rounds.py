@@ -29,6 +29,7 @@ from api.service import Service
 from configs.schema import TaskSpec
 from evaluator.inputs.datasets import DatasetError, check_file, file_digest
 from evaluator.tasks import RoundError, TaskCatalog, put_dataset, put_weight
+from store.refusals import Refused
 from store.tasks import NewDataset, StoredDataset
 
 blp = Blueprint(
@@ -126,12 +127,8 @@ def _upload_body(schema: type[Schema]) -> dict[str, Any]:
 
 
 # -- the change, shared with the CLI ---------------------------------------------------------
-class RoundRefused(Exception):
-    """A change refused with an HTTP status, a code and a sentence (nothing stored)."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+class RoundRefused(Refused):
+    """A round or dataset change refused (see store.refusals)."""
 
 
 @dataclass(frozen=True)

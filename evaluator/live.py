@@ -268,17 +268,8 @@ class LivePool:
 
     def _start_default(self, model: LiveModel, task: TaskSpec) -> tuple[Runtime, ModelClient]:
         """Start ``model`` as scoring does (same factory and sandbox) and wait until ready."""
-        runtime = make_runtime(_pinned_spec(model), task.limits, self._blobs)
-        client: ModelClient | None = None
-        try:
-            client = ModelClient(runtime.start(), task, task.limits)
-            client.wait_ready(task.limits.startup_s, runtime.alive)
-        except BaseException:
-            if client is not None:
-                client.close()
-            runtime.stop()
-            raise
-        return runtime, client
+        runtime = make_runtime(pinned_spec(model), task.limits, self._blobs)
+        return runtime, start_ready(runtime, task)
 
     # -- errors -----------------------------------------------------------------------------
     def _explain(self, exc: BaseException, runtime: Runtime | None) -> LiveModelError:
@@ -301,7 +292,22 @@ class LivePool:
         )
 
 
-def _pinned_spec(model: LiveModel) -> Mapping[str, Any]:
+def start_ready(runtime: Runtime, task: TaskSpec) -> ModelClient:
+    """Start ``runtime`` and wait (within the task's start-up budget) until it answers; a
+    model that never gets ready is stopped before the error goes up."""
+    client: ModelClient | None = None
+    try:
+        client = ModelClient(runtime.start(), task, task.limits)
+        client.wait_ready(task.limits.startup_s, runtime.alive)
+    except BaseException:
+        if client is not None:
+            client.close()
+        runtime.stop()
+        raise
+    return client
+
+
+def pinned_spec(model: LiveModel) -> Mapping[str, Any]:
     """The row's runtime spec, an upload pinned to the image its scores came from."""
     spec = dict(model.runtime)
     if spec.get("kind") == "docker" and model.image_id and not spec.get("image_id"):

@@ -24,17 +24,14 @@ from store.backfill import BACKFILL_PRIORITY
 from store.db import Database
 from store.leases import DEFAULT_ATTEMPTS, held
 from store.models import CollectedExampleRow, JobRow
+from store.refusals import Refused
 
 MACHINE = "machine"
 _PROPOSALS = uuid.UUID("6f1c2d0e-4b0a-4f57-9a53-1d2c8e7b9a10")  # namespace of proposal ids
 
 
-class AttackRefused(Exception):
-    """A run cannot start: ``status`` is the HTTP status the API answers with."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+class AttackRefused(Refused):
+    """An adversary run refused (see store.refusals)."""
 
 
 @dataclass(frozen=True)

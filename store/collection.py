@@ -24,6 +24,7 @@ from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from store.db import Database
 from store.locks import named_lock
 from store.models import CollectedExampleRow, CollectionRoundRow, ModelRow, ResultRow
+from store.refusals import Refused
 
 OPEN, CLOSED, FROZEN = "open", "closed", "frozen"
 HUMAN = "human"
@@ -49,12 +50,8 @@ class Settings:
         return cls(**known)
 
 
-class CollectionRefused(Exception):
-    """A collection change refused with an HTTP status, a code and a sentence."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+class CollectionRefused(Refused):
+    """A collection change refused (see store.refusals)."""
 
 
 @dataclass(frozen=True)

@@ -29,17 +29,14 @@ from store.models import (
     UserRow,
     ValidationVoteRow,
 )
+from store.refusals import Refused
 
 DEFAULT_VOTES_NEEDED = 2
 SETTLED_BY_VOTES = "votes"
 
 
-class ValidationRefused(Exception):
-    """A vote or settlement refused with an HTTP status, a code and a sentence."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+class ValidationRefused(Refused):
+    """A vote or settlement refused (see store.refusals)."""
 
 
 @dataclass(frozen=True)

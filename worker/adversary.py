@@ -16,7 +16,7 @@ from configs.vocabulary.examples import Example, Prediction
 from configs.vocabulary.results import EvaluationResult
 from evaluator.attack import AttackSpec, Checkpoint, Proposal, attack
 from evaluator.inputs.datasets import load_examples
-from evaluator.live import LiveModel, LivePool
+from evaluator.live import LiveModel, LivePool, pinned_spec, start_ready
 from evaluator.runtimes.runtime import Runtime
 from evaluator.transport.client import ModelClient
 from store.adversary import AttackRuns, MachineProposal
@@ -99,24 +99,14 @@ def _sources(context: JobContext, task: TaskSpec, round_name: str) -> list[Examp
 
 
 def _starter(context: JobContext, job: ClaimedJob) -> Any:
-    """Start a target as the job's own runtime factory does (the same sandbox as scoring)."""
+    """Start a target as the job's own runtime factory does (the same sandbox as scoring),
+    pinned to the image its scores came from."""
 
     def start(model: LiveModel, task: TaskSpec) -> tuple[Runtime, ModelClient]:
-        spec = dict(model.runtime)
-        if model.image_id and spec.get("kind") == "docker":  # the image its scores came from
-            spec["image_id"] = model.image_id
+        spec = dict(pinned_spec(model))
         runtime = context.runtime_factory(spec, task, context.blobs, context.worker_id,
                                           lease=job.lease)  # fmt: skip
-        client: ModelClient | None = None
-        try:
-            client = ModelClient(runtime.start(), task, task.limits)
-            client.wait_ready(task.limits.startup_s, runtime.alive)
-        except BaseException:
-            if client is not None:
-                client.close()
-            runtime.stop()
-            raise
-        return runtime, client
+        return runtime, start_ready(runtime, task)
 
     return start
 
