@@ -20,6 +20,7 @@ import yaml
 from api.ratelimit import RateLimits
 from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
+from configs.settings import load_settings
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from evaluator.inputs.datasets import load_examples
 from evaluator.inputs.perturbed_sets import dataset_hash
@@ -70,7 +71,8 @@ class Service:
         """The models answering writers of collection rounds (tests may set their own)."""
         with _LIVE_LOCK:  # two first writes at once must not start two pools
             if self._live is None:
-                self._live = LivePool(self.blobs, clock=self.clock)
+                budget = load_settings().live_model_budget
+                self._live = LivePool(self.blobs, budget=budget, clock=self.clock)
                 self._live.start_reaper(LIVE_REAP_S)
             return self._live
 

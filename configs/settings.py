@@ -35,6 +35,7 @@ ENV_VARS: Mapping[str, tuple[str, ...]] = {
     "webhook_allow_hosts": ("DYNAEVAL_WEBHOOK_ALLOW_HOSTS",),
     "keep_unscored_images_days": ("DYNAEVAL_KEEP_UNSCORED_IMAGES_DAYS",),
     "keep_scored_images_days": ("DYNAEVAL_KEEP_SCORED_IMAGES_DAYS",),
+    "live_model_budget": ("DYNAEVAL_LIVE_MODEL_BUDGET",),
     "s3.endpoint_url": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
     "s3.region": ("AWS_DEFAULT_REGION",),
     "s3.profile": ("AWS_PROFILE",),
@@ -50,8 +51,10 @@ _TOP_KEYS = (
     "webhook_allow_hosts",
     "keep_unscored_images_days",
     "keep_scored_images_days",
+    "live_model_budget",
 )
 NEVER = "never"
+DEFAULT_LIVE_MODEL_BUDGET = 2
 _S3_KEYS = tuple(key.removeprefix("s3.") for key in ENV_VARS if key.startswith("s3."))
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
@@ -135,6 +138,8 @@ class Settings:
     # hosts on local networks that webhooks may call: "host" or "host:port", comma-separated
     webhook_allow_hosts: tuple[str, ...] = ()
     image_retention: ImageRetention = ImageRetention()
+    # in-the-loop models kept running at once per API process (collection rounds)
+    live_model_budget: int = DEFAULT_LIVE_MODEL_BUDGET
 
     def source(self, key: str) -> Source:
         return self.sources.get(key, DEFAULT)
@@ -155,6 +160,7 @@ class Settings:
             "webhook_allow_hosts": ",".join(self.webhook_allow_hosts) or None,
             "keep_unscored_images_days": self.image_retention.shown()[0],
             "keep_scored_images_days": self.image_retention.shown()[1],
+            "live_model_budget": str(self.live_model_budget),
         }
         for name in _S3_KEYS:
             values[f"s3.{name}"] = getattr(self.s3, name)
@@ -261,8 +267,19 @@ def _build(raw: Mapping[str, tuple[str, Source]], cwd: Path, path: Path | None) 
         _days(raw, "keep_scored_images_days", ImageRetention.scored_days),
     )
     return Settings(
-        data_dir, database_url, store_url, S3Options(**s3), sources, path, allow, retention
-    )
+        data_dir, database_url, store_url, S3Options(**s3), sources, path, allow, retention,
+        _budget(raw),
+    )  # fmt: skip
+
+
+def _budget(raw: Mapping[str, tuple[str, Source]]) -> int:
+    """How many live models may run at once: a whole number from 1 to 64."""
+    if "live_model_budget" not in raw:
+        return DEFAULT_LIVE_MODEL_BUDGET
+    text, source = raw["live_model_budget"]
+    if not text.strip().isdigit() or not 1 <= int(text) <= 64:
+        raise _error(source, "live_model_budget", f"must be a whole number from 1 to 64: {text!r}")
+    return int(text)
 
 
 def _days(raw: Mapping[str, tuple[str, Source]], key: str, default: float | None) -> float | None:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from configs.schema import TaskSpec
+from configs.schema import ConfigError, TaskSpec
+from configs.settings import load_settings
 from configs.vocabulary.clock import ManualClock
 from configs.vocabulary.examples import Example, Prediction
 from configs.vocabulary.failures import FailureCode
@@ -307,3 +308,18 @@ def test_one_model_answers_one_writer_at_a_time(task, pools, blobs, ids, most) -
     for thread in threads:
         thread.join(10.0)
     assert tally["most"] == most
+
+
+def test_the_operator_sets_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from api.service import Service
+
+    monkeypatch.setenv("DYNAEVAL_LIVE_MODEL_BUDGET", "3")
+    monkeypatch.chdir(tmp_path)  # no dynaeval.toml here
+    service = Service.open(tmp_path / "data")
+    try:
+        assert service.live._budget == 3
+    finally:
+        service.close()
+    monkeypatch.setenv("DYNAEVAL_LIVE_MODEL_BUDGET", "none")
+    with pytest.raises(ConfigError, match="live_model_budget"):
+        load_settings()
