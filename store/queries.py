@@ -172,15 +172,19 @@ class Queries:
         return list(newest.values())
 
     def results_version(self, task: str) -> tuple[int, str | None]:
-        """What changes whenever ``task`` gains a result: how many there are and when the
-        newest was stored (results are never edited in place)."""
+        """What changes whenever ``task`` gains a result (how many there are and when the
+        newest was stored: results are never edited in place) or a model's image goes."""
         with self.db.session() as session:
             count, newest = session.execute(
                 select(func.count(ResultRow.job_id), func.max(ResultRow.created_at)).where(
                     ResultRow.task == task
                 )
             ).one()
-        return int(count), newest.isoformat() if newest is not None else None
+            gone = session.scalar(  # marks are never removed once set: a count suffices
+                select(func.count(ModelRow.image_gone_at)).where(ModelRow.task == task)
+            )
+        stamp = newest.isoformat() if newest is not None else None
+        return int(count), f"{stamp}|{gone} images gone" if gone else stamp
 
     def rescoring_candidates(self, task: str) -> list[tuple[str, dict[str, str]]]:
         """(model id, dataset hashes of its newest result) for every model on ``task`` that

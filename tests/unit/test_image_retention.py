@@ -109,6 +109,9 @@ def test_the_policy_keeps_scored_and_busy_images_and_removes_old_unscored_ones(
     assert shown is not None and shown["image_gone"]["reason"] == gone(service, old)
     assert service.queries.submission(scored)["image_gone"] is None  # type: ignore[index]
 
+    admin = client(service, "root", "admin")
+    before = admin.get("/api/v1/tasks/sentiment/leaderboard").get_json()["models"]
+    assert [m["image_gone"] for m in before] == [None]  # cached now, and must not stay so
     keep_scored_10 = ImageRetention(unscored_days=None, scored_days=10)
     assert [p.model_id for p in prune_images(service.db, service.blobs, keep_scored_10,
                                              clock.now())] == [scored]  # fmt: skip
