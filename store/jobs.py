@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select, tuple_, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
@@ -45,7 +45,8 @@ from store.leases import (
     settle,
     updated,
 )
-from store.models import AttemptRow, JobRow, ModelRow, ResultRow, ScoreRow, TaskRow
+from store.models import AttemptRow, JobRow, ModelRow, TaskRow
+from store.results import store_result
 from store.webhooks import forget_model, notify_final
 
 HELD_STAGE = "queued: waiting for its image to build"
@@ -272,7 +273,7 @@ class JobStore(LeaseRecovery):
                 return attempt_outcome(session, job_id, lease) == AttemptOutcome.DONE
             check_transition(job.status, JobStatus.DONE)
             if job.model_id is not None:  # a round's job (an adversary run) stored its own
-                _store_result(session, job, job.model_id, result, now)
+                store_result(session, job, job.model_id, result, now)
             job.status, job.progress, job.stage, job.finished_at = JobStatus.DONE, 1.0, "done", now
             close_attempt(session, job, AttemptOutcome.DONE, None, now)
             # an earlier attempt's failure stays in its attempt row, not on a finished job
@@ -356,33 +357,6 @@ def _claimed(session: Session, job_id: str, worker: str, token: str, now: dateti
     )
 
 
-def _store_result(
-    session: Session, job: JobRow, model_id: str, result: EvaluationResult, now: datetime
-) -> None:
-    """Every score (replacing the model's on the same data), the summary, the image pin."""
-    rows = _score_rows(job, result)
-    _replace_scores(session, model_id, rows)
-    session.add_all(rows)
-    image_id = (result.provenance.get("runtime") or {}).get("image_id")
-    if image_id:  # pin the model to the exact image its scores came from
-        existing(session.get(ModelRow, model_id)).image_id = image_id
-    session.add(_result_row(job, result, now))
-
-
-def _result_row(job: JobRow, result: EvaluationResult, now: datetime) -> ResultRow:
-    return ResultRow(
-        job_id=job.id,
-        model_id=job.model_id,
-        task=job.task,
-        summary=result.summary,
-        rounds=result.rounds,
-        slices=result.slices,
-        profile=result.profile,
-        provenance=result.provenance,
-        created_at=now,
-    )
-
-
 def _held_job(session: Session, model_id: str) -> JobRow | None:
     """The model's job if it is still held (queued, never run, waiting for its image),
     locked for this transaction."""
@@ -429,24 +403,3 @@ def _candidate(session: Session, now: datetime) -> str | None:
     if session.bind.dialect.name == "postgresql":  # type: ignore[union-attr]
         query = query.with_for_update(skip_locked=True)
     return session.scalars(query).first()
-
-
-def _replace_scores(session: Session, model_id: str, rows: list[ScoreRow]) -> None:
-    """Drop the model's earlier scores on the very data these rows were computed on (a
-    rerun or a backfill re-scores it); scores on other versions of a set stay."""
-    computed_on = {(row.round, row.dataset, row.dataset_hash) for row in rows}
-    if not computed_on:
-        return
-    session.execute(
-        delete(ScoreRow).where(
-            ScoreRow.model_id == model_id,
-            tuple_(ScoreRow.round, ScoreRow.dataset, ScoreRow.dataset_hash).in_(computed_on),
-        )
-    )
-
-
-def _score_rows(job: JobRow, result: EvaluationResult) -> list[ScoreRow]:
-    """One row per Score: the ScoreKey's fields are the row's key columns."""
-    return [
-        ScoreRow(model_id=job.model_id, job_id=job.id, **score.to_dict()) for score in result.scores
-    ]
