@@ -13,11 +13,7 @@ from marshmallow import Schema, fields, validate
 from werkzeug.wrappers import Response
 
 from api.auth import (
-    AUTHENTICATED,
-    PUBLIC,
     SESSION_COOKIE,
-    SUBMIT,
-    access,
     accounts,
     host_allowed,
     principal,
@@ -29,7 +25,7 @@ from api.quotas import quota_state
 from api.ratelimit import login_limited
 from store.accounts import MAX_TOKEN_DAYS, SESSION, AccountError, IssuedToken, csrf_token
 from store.jobs import AlreadyQueued
-from store.principals import ADMIN_SCOPE, ROLE_SCOPES, ROLES, SCOPES, Principal
+from store.principals import DEFAULT_TOKEN_SCOPES, ROLE_SCOPES, ROLES, SCOPES, Principal
 
 SESSION_HOURS = 12
 blp = Blueprint("accounts", __name__, url_prefix="/api/v1", description="Accounts and tokens")
@@ -73,7 +69,7 @@ class TokenCreateSchema(Schema):
     name = fields.String(required=True, validate=validate.Length(min=1, max=128))
     scopes = fields.List(
         fields.String(validate=validate.OneOf(SCOPES)),
-        load_default=lambda: ["read", "submit"],
+        load_default=lambda: list(DEFAULT_TOKEN_SCOPES),
         validate=validate.Length(min=1),
     )
     # Bounded: a date past year 9999 cannot be stored (it was a 500); ten years is plenty.
@@ -134,7 +130,12 @@ class TaskAccessOutSchema(Schema):
 
 
 def _refused(exc: AccountError) -> ApiError:
-    status = {"user_exists": 409, "unknown_user": 404, "unknown_task": 404}.get(exc.code, 422)
+    status = {
+        "user_exists": 409,
+        "unknown_user": 404,
+        "unknown_task": 404,
+        "scope_not_allowed": 403,
+    }.get(exc.code, 422)
     return ApiError(status, exc.code, exc.message)
 
 
@@ -142,7 +143,6 @@ def _refused(exc: AccountError) -> ApiError:
 @blp.route("/session")
 class SessionView(MethodView):
     @login_limited
-    @access(blp, PUBLIC)
     @ok(MeSchema)
     @errors(401, 403, 422)
     @blp.arguments(LoginSchema, as_kwargs=True)
@@ -155,7 +155,6 @@ class SessionView(MethodView):
         set_session_cookie(response, secret)
         return response
 
-    @access(blp, AUTHENTICATED)
     @ok(LogoutSchema)
     @errors(401, 403)
     def delete(self) -> Response:
@@ -211,7 +210,6 @@ def _loopback_http() -> bool:
 
 
 @blp.route("/me")
-@access(blp, AUTHENTICATED)
 @ok(MeSchema)
 @errors(401)
 def me() -> dict[str, Any]:
@@ -233,14 +231,12 @@ def _me(who: Principal) -> dict[str, Any]:
 # -- tokens ----------------------------------------------------------------------------------
 @blp.route("/tokens")
 class Tokens(MethodView):
-    @access(blp, AUTHENTICATED)
     @ok(TokenListSchema)
     @errors(401)
     def get(self) -> dict[str, Any]:
         """Your API tokens (never their secrets), newest first."""
         return {"tokens": accounts().tokens(_user_id())}
 
-    @access(blp, AUTHENTICATED)
     @ok(IssuedTokenSchema, 201)
     @errors(401, 403, 422)
     @blp.arguments(TokenCreateSchema, as_kwargs=True)
@@ -266,7 +262,6 @@ class Tokens(MethodView):
 
 
 @blp.route("/tokens/<token_id>", methods=["DELETE"])
-@access(blp, AUTHENTICATED)
 @ok(TokenSchema)
 @errors(401, 404)
 def revoke_token(token_id: str) -> dict[str, Any]:
@@ -278,13 +273,12 @@ def revoke_token(token_id: str) -> dict[str, Any]:
 
 
 @blp.route("/tokens/<token_id>/rotate", methods=["POST"])
-@access(blp, AUTHENTICATED)
 @ok(IssuedTokenSchema, 201)
 @errors(401, 404, 422)
 def rotate_token(token_id: str) -> tuple[dict[str, Any], int]:
     """Replace one of your tokens: the old one is revoked, the new secret shown once."""
     try:
-        issued = accounts().rotate_token(_user_id(), token_id)
+        issued = accounts().rotate_token(_user_id(), token_id, within=principal().scopes)
     except AccountError as exc:
         raise _refused(exc) from None
     if issued is None:
@@ -305,14 +299,12 @@ def _user_id() -> str:
 # -- users and task access (admins) ----------------------------------------------------------
 @blp.route("/users")
 class Users(MethodView):
-    @access(blp, ADMIN_SCOPE)
     @ok(UserListSchema)
     @errors(401, 403)
     def get(self) -> dict[str, Any]:
         """Every user (admins only)."""
         return {"users": accounts().users()}
 
-    @access(blp, ADMIN_SCOPE)
     @ok(UserSchema, 201)
     @errors(401, 403, 409, 422)
     @blp.arguments(UserCreateSchema, as_kwargs=True)
@@ -325,7 +317,6 @@ class Users(MethodView):
 
 
 @blp.route("/tasks/<task_name>/access", methods=["PUT"])
-@access(blp, ADMIN_SCOPE)
 @ok(TaskAccessOutSchema)
 @errors(401, 403, 404, 422)
 @blp.arguments(TaskAccessSchema, as_kwargs=True)
@@ -346,7 +337,6 @@ class RerunSchema(Schema):
 
 
 @blp.route("/submissions/<model_id>/rerun", methods=["POST"])
-@access(blp, SUBMIT)
 @ok(RerunSchema, 201)
 @errors(401, 403, 404, 409)
 def rerun(model_id: str) -> tuple[dict[str, Any], int]:
@@ -387,7 +377,6 @@ class PublicationOutSchema(Schema):
 
 
 @blp.route("/submissions/<model_id>/publication", methods=["PUT"])
-@access(blp, SUBMIT)
 @ok(PublicationOutSchema)
 @errors(401, 403, 404, 422)
 @blp.arguments(PublicationSchema, as_kwargs=True)

@@ -11,7 +11,6 @@ from typing import Any
 from flask_smorest import Blueprint
 from marshmallow import fields, validate
 
-from api.auth import PUBLIC, SUBMIT, access
 from api.docs import error_docs
 from api.errors import ApiError
 from api.rounds import owned_task, task_or_404
@@ -123,7 +122,6 @@ def shown(run: AttackRun) -> dict[str, Any]:
 
 
 @blp.route(_PATH, methods=["POST"])
-@access(blp, SUBMIT)
 @blp.arguments(AttackRequestSchema)
 @blp.response(202, AttackRunSchema)
 @errors(401, 403, 404, 409, 422)
@@ -135,7 +133,6 @@ def post_attack(body: dict[str, Any], task_name: str, round_name: str) -> dict[s
 
 
 @blp.route(_PATH, methods=["GET"])
-@access(blp, PUBLIC)
 @blp.response(200, AttackRunListSchema)
 @errors(404)
 def list_attacks(task_name: str, round_name: str) -> dict[str, Any]:

@@ -59,6 +59,7 @@ def create_app(service: Service, allowed_hosts: Iterable[str] | None = None) -> 
     api.register_blueprint(freezing_blp)
     api.register_blueprint(adversary_blp)
     api.register_blueprint(downloads)
+    auth.document_rights(api.spec)
     app.register_blueprint(pages)
     app.register_blueprint(view_pages)
     app.register_blueprint(round_pages)

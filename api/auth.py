@@ -1,32 +1,30 @@
-"""Who asks, and may they: the Host allow-list, credentials, per-route access levels and
-the cross-site check for cookie sessions.
+"""Who asks, and may they: the Host allow-list, credentials, the rights table
+(``api.rights``) and the cross-site check for cookie sessions.
 
-Every view declares its level with ``access(...)``; a request to a view without one is
-refused (deny by default), so a new route cannot go out unguarded. Object-level checks
-(whose submission, which private task) are the views' own, through ``principal()``."""
+Every request is checked against the one declared table of route -> scope and role; a route
+the table does not name is refused (deny by default), so a new route cannot go out
+unguarded. Object-level checks (whose submission, which private task) are the views' own,
+through ``principal()``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+import re
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
+from apispec import APISpec
 from flask import Flask, current_app, g, request
-from flask_smorest import Blueprint
 
 from api.errors import ApiError
+from api.rights import AUTHENTICATED, PUBLIC, Need, allows, need
 from store.accounts import SESSION, Accounts, AuthFailure, csrf_token
-from store.principals import ADMIN_SCOPE, ANONYMOUS, READ, SUBMIT, Principal
+from store.principals import ANONYMOUS, Principal
 
-F = TypeVar("F", bound=Callable[..., Any])
-PUBLIC, AUTHENTICATED = "public", "authenticated"
-LEVELS = (PUBLIC, AUTHENTICATED, READ, SUBMIT, ADMIN_SCOPE)
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 SESSION_COOKIE = "dynaeval_session"
 CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-# Endpoints outside our blueprints: the OpenAPI document and the redirect to the tasks.
-PUBLIC_ENDPOINTS = frozenset({"index", "api-docs.openapi_json", "static"})
 SECURITY_SCHEMES = {
     "bearerAuth": {"type": "http", "scheme": "bearer", "description": "an API token"},
     "sessionCookie": {"type": "apiKey", "in": "cookie", "name": SESSION_COOKIE},
@@ -34,18 +32,34 @@ SECURITY_SCHEMES = {
 _SIGNED_IN: list[dict[str, list[str]]] = [{"bearerAuth": []}, {"sessionCookie": []}]
 
 
-def access(blp: Blueprint, level: str) -> Callable[[F], F]:
-    """Mark a view with the access level it needs and document it in OpenAPI."""
-    if level not in LEVELS:
-        raise ValueError(f"unknown access level {level!r}")
+def document_rights(spec: APISpec) -> None:
+    """Write each operation's security, and the scope it needs, into the OpenAPI document
+    from the rights table (the one place they are declared)."""
+    paths: dict[str, dict[str, Any]] = spec._paths  # apispec keeps no public handle on them
+    for path, operations in paths.items():
+        rule = re.sub(r"\{(\w+)\}", r"<\1>", path)
+        for method, operation in operations.items():
+            required = need(method.upper(), rule)
+            if required is None or not isinstance(operation, dict):
+                continue
+            # A public route still reads credentials (a private task's owner sees it).
+            operation["security"] = [{}, *_SIGNED_IN] if required.scope == PUBLIC else _SIGNED_IN
+            operation["x-required-scope"] = required.scope
+            if required.role is not None:
+                operation["x-required-role"] = required.role
+            _document_refusals(operation.setdefault("responses", {}), required)
 
-    def decorate(func: F) -> F:
-        func._dynaeval_access = level  # type: ignore[attr-defined]
-        # A public route still reads credentials (a private task's owner sees it).
-        security = [{}, *_SIGNED_IN] if level == PUBLIC else _SIGNED_IN
-        return blp.doc(security=security)(func)
 
-    return decorate
+def _document_refusals(responses: dict[str, Any], required: Need) -> None:
+    """The 401 and 403 answers the table's check can give, where the view did not say."""
+    error = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    if required.scope != PUBLIC:
+        responses.setdefault("401", {"description": "unauthenticated"} | error)
+    if required.scope not in (PUBLIC, AUTHENTICATED):
+        wanted = f"the {required.scope!r} scope" + (
+            f" and the {required.role!r} role" if required.role else ""
+        )
+        responses.setdefault("403", {"description": f"insufficient_scope: needs {wanted}"} | error)
 
 
 def principal() -> Principal:
@@ -77,9 +91,9 @@ def _guard() -> None:
     if request.endpoint is None:  # no such route: Flask answers 404/405 itself
         return
     g.principal = _authenticate()
-    level = _level(request.endpoint)
+    required = _required()
     _check_origin(g.principal)
-    _check_level(g.principal, level)
+    _check_need(g.principal, required)
 
 
 def host_allowed(host: str, allowed: Iterable[str]) -> bool:
@@ -136,32 +150,31 @@ def _authenticate() -> Principal:
     return ANONYMOUS
 
 
-def _level(endpoint: str) -> str:
-    """The access level the view of ``endpoint`` declared; views without one are refused."""
-    if endpoint in PUBLIC_ENDPOINTS or request.method == "OPTIONS":
-        return PUBLIC  # Flask answers OPTIONS itself (the Allow header), no view runs
-    view: Any = current_app.view_functions[endpoint]
-    view_class = getattr(view, "view_class", None)
-    if view_class is not None:
-        method = "get" if request.method == "HEAD" else request.method.lower()
-        view = getattr(view_class, method, None)
-    level = getattr(view, "_dynaeval_access", None)
-    if level is None:
-        # Deny by default: a route nobody guarded answers as if it did not exist.
+def _required() -> Need:
+    """What the rights table says this request's route needs; undeclared routes are refused."""
+    if request.method == "OPTIONS":
+        return Need(PUBLIC)  # Flask answers OPTIONS itself (the Allow header), no view runs
+    rule = request.url_rule.rule if request.url_rule is not None else ""
+    required = need(request.method, rule)
+    if required is None:
+        # Deny by default: a route nobody declared answers as if it did not exist.
         raise ApiError(404, "not_found", "no such route")
-    return str(level)
+    return required
 
 
-def _check_level(who: Principal, level: str) -> None:
-    if level == PUBLIC:
+def _check_need(who: Principal, required: Need) -> None:
+    if required.scope == PUBLIC:
         return
     if not who.authenticated:
         raise _unauthenticated(
             "unauthenticated",
             "this route needs an API token ('Authorization: Bearer <token>') or a login",
         )
-    if level != AUTHENTICATED and level not in who.scopes:
-        raise ApiError(403, "insufficient_scope", f"this route needs the {level!r} scope")
+    if not allows(who.scopes, who.role, required):
+        wanted = f"the {required.scope!r} scope"
+        if required.role is not None:
+            wanted += f" and the {required.role!r} role"
+        raise ApiError(403, "insufficient_scope", f"this route needs {wanted}")
 
 
 def _check_origin(who: Principal) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from flask_smorest import Blueprint
 
-from api.auth import PUBLIC, SUBMIT, access, principal
+from api.auth import principal
 from api.collection_schemas import (
     CollectionSchema,
     ExampleBodySchema,
@@ -190,7 +190,6 @@ def _example(example: StoredExample) -> dict[str, Any]:
 
 # -- routes ----------------------------------------------------------------------------------
 @blp.route(f"{_PATH}/collection", methods=["POST"])
-@access(blp, SUBMIT)
 @blp.arguments(OpenBodySchema)
 @ok(CollectionSchema, 201)
 @errors(400, 401, 403, 404, 409, 422)
@@ -210,7 +209,6 @@ def open_collection(body: dict[str, Any], task_name: str, round_name: str) -> tu
 
 
 @blp.route(f"{_PATH}/collection", methods=["GET"])
-@access(blp, PUBLIC)
 @ok(CollectionSchema)
 @errors(404)
 def get_collection(task_name: str, round_name: str) -> dict[str, Any]:
@@ -219,7 +217,6 @@ def get_collection(task_name: str, round_name: str) -> dict[str, Any]:
 
 
 @blp.route(f"{_PATH}/collection/close", methods=["POST"])
-@access(blp, SUBMIT)
 @ok(CollectionSchema)
 @errors(401, 403, 404, 409)
 def close_collection(task_name: str, round_name: str) -> dict[str, Any]:
@@ -241,7 +238,6 @@ def stop_round_models(state: RoundState) -> list[str]:
 
 
 @blp.route(f"{_PATH}/examples", methods=["POST"])
-@access(blp, SUBMIT)
 @blp.arguments(ExampleBodySchema)
 @ok(WrittenSchema, 201)
 @errors(400, 401, 403, 404, 409, 422, 429)
@@ -256,7 +252,6 @@ def post_example(body: dict[str, Any], task_name: str, round_name: str) -> tuple
 
 
 @blp.route(f"{_PATH}/examples", methods=["GET"])
-@access(blp, PUBLIC)
 @blp.arguments(ExampleQuerySchema, location="query")
 @ok(ExampleListSchema)
 @errors(404, 422)

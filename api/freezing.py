@@ -13,7 +13,6 @@ from flask_smorest import Blueprint
 from marshmallow import fields
 from sqlalchemy import select
 
-from api.auth import SUBMIT, access
 from api.collection import stop_round_models
 from api.docs import error_docs
 from api.errors import ApiError
@@ -113,7 +112,6 @@ def freeze(svc: Service, task: TaskSpec, round_name: str) -> Frozen:
 
 
 @blp.route("/tasks/<task_name>/rounds/<round_name>/freeze", methods=["POST"])
-@access(blp, SUBMIT)
 @blp.alt_response(201, schema=FreezeSchema, success=True)
 @blp.alt_response(200, schema=FreezeSchema, description="the same examples were frozen before")
 @errors(401, 403, 404, 409, 413, 422)

@@ -11,7 +11,7 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 from marshmallow import Schema, ValidationError
 
-from api.auth import PUBLIC, READ, SUBMIT, access, accounts, principal
+from api.auth import accounts, principal
 from api.board_cache import prepared
 from api.compare import ComparisonSchema, compare
 from api.default_view import task_defaults
@@ -87,11 +87,6 @@ def service() -> Service:
     return current_app.extensions["dynaeval"]
 
 
-def guard(level: str) -> Callable[[F], F]:
-    """The access level a view needs (api.auth checks it before the view runs)."""
-    return access(blp, level)
-
-
 def task_or_404(name: str) -> TaskSpec:
     """The task, if it exists and the caller may see it (a private task is 404 to others)."""
     task = service().tasks.get(name)
@@ -118,7 +113,6 @@ def submission_or_404(
 
 
 @blp.route("/health")
-@guard(PUBLIC)
 @ok(HealthSchema)
 def health() -> dict[str, Any]:
     """Liveness and queue counts."""
@@ -126,7 +120,6 @@ def health() -> dict[str, Any]:
 
 
 @blp.route("/tasks")
-@guard(PUBLIC)
 @ok(TaskListSchema)
 def list_tasks() -> dict[str, Any]:
     """Every task the caller may see with its fields, labels, rounds, limits and weights."""
@@ -135,7 +128,6 @@ def list_tasks() -> dict[str, Any]:
 
 
 @blp.route("/tasks/<task_name>")
-@guard(PUBLIC)
 @ok(TaskSchema)
 @errors(404)
 def get_task(task_name: str) -> dict[str, Any]:
@@ -144,7 +136,6 @@ def get_task(task_name: str) -> dict[str, Any]:
 
 
 @blp.route("/tasks/<task_name>/leaderboard")
-@guard(PUBLIC)
 @ok(LeaderboardSchema)
 @errors(400, 404, 422)
 @blp.arguments(LeaderboardQuerySchema, location="query", as_kwargs=True)
@@ -173,7 +164,6 @@ def get_leaderboard(
 
 @blp.route("/tasks/<task_name>/submissions")
 class Submissions(MethodView):
-    @guard(READ)
     @ok(SubmissionListSchema)
     @errors(400, 401, 403, 404, 422)
     @blp.arguments(TaskSubmissionListQuerySchema, location="query", as_kwargs=True)
@@ -183,7 +173,6 @@ class Submissions(MethodView):
         task_or_404(task_name)
         return _submission_page(task_name, limit, cursor)
 
-    @guard(SUBMIT)
     @blp.response(201, SubmittedSchema)
     @errors(400, 401, 403, 404, 413, 422, 429)
     @blp.doc(
@@ -219,7 +208,6 @@ class Submissions(MethodView):
 
 
 @blp.route("/tasks/<task_name>/quota")
-@guard(READ)
 @ok(QuotaSchema)
 @errors(401, 403, 404)
 def get_quota(task_name: str) -> dict[str, Any]:
@@ -310,7 +298,6 @@ def _refusal(exc: SubmissionRefused) -> ApiError:
 
 
 @blp.route("/submissions/<model_id>")
-@guard(PUBLIC)
 @ok(SubmissionSchema)
 @errors(404)
 def get_submission(model_id: str) -> dict[str, Any]:
@@ -321,7 +308,6 @@ def get_submission(model_id: str) -> dict[str, Any]:
 
 
 @blp.route("/submissions/<model_id>/cancel", methods=["POST"])
-@guard(SUBMIT)
 @ok(CancelledSchema)
 @errors(401, 403, 404, 409)
 def cancel_submission(model_id: str) -> dict[str, Any]:
@@ -345,7 +331,6 @@ def cancel_submission(model_id: str) -> dict[str, Any]:
 
 
 @blp.route("/submissions/<model_id>/results/download")
-@guard(READ)
 @blp.doc(responses=file_response(ResultsFileSchema))
 @errors(401, 403, 404, 422)
 @blp.arguments(ScoresDownloadQuerySchema, location="query", as_kwargs=True)
@@ -369,7 +354,6 @@ def _attachment(text: str, mimetype: str, filename: str) -> Response:
 
 
 @blp.route("/submissions/<model_id>/scores")
-@guard(PUBLIC)
 @ok(ScoresSchema)
 @errors(404)
 def get_scores(model_id: str) -> dict[str, Any]:
@@ -379,7 +363,6 @@ def get_scores(model_id: str) -> dict[str, Any]:
 
 
 @blp.route("/submissions/<model_id>/compare/<other_id>")
-@guard(READ)
 @ok(ComparisonSchema)
 @errors(401, 403, 404, 409)
 def get_comparison(model_id: str, other_id: str) -> dict[str, Any]:
@@ -391,7 +374,6 @@ def get_comparison(model_id: str, other_id: str) -> dict[str, Any]:
 
 
 @blp.route("/submissions")
-@guard(READ)
 @ok(SubmissionListSchema)
 @errors(400, 401, 403, 404, 422)
 @blp.arguments(SubmissionListQuerySchema, location="query", as_kwargs=True)

@@ -33,9 +33,11 @@ from evaluator.runtimes.specs import DockerSpec, ProcessSpec
 from evaluator.tasks import TaskCatalog
 from store.backfill import BackfillPlan, queue_backfills
 from store.blobs import BlobStore, default_blob_store
-from store.db import Database, default_data_dir, default_database_url
+from store.db import Database, default_data_dir, default_database_url, make_private_dir
 from store.jobs import JobStore
 from store.queries import Queries
+from store.sealing import Sealer
+from store.webhooks import WebhookStore
 from worker.worker import Worker, default_worker_id
 
 log = logging.getLogger(__name__)
@@ -65,6 +67,8 @@ class Service:
     rate_limits: RateLimits = RateLimits()
     max_dataset_bytes: int = 64 * 2**20  # a held-out set uploaded through the API
     _live: LivePool | None = None  # collection's running models, started on first use
+    # seals webhook secrets at rest (the settings' secret_key, else the data folder's own)
+    sealer: Sealer = field(default_factory=Sealer.ephemeral)
 
     @property
     def live(self) -> LivePool:
@@ -98,8 +102,10 @@ class Service:
     ) -> Service:
         """Migrate the database, load and register every task."""
         data_dir = data_dir or default_data_dir()
-        data_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(data_dir)
         db = Database(database_url or default_database_url(data_dir))
+        sealer = Sealer.for_data_dir(data_dir, load_settings().secret_key)
+        WebhookStore(db, sealer).seal_plaintext()
         blobs = default_blob_store(data_dir)
         service = cls(
             db,
@@ -111,6 +117,7 @@ class Service:
             # predecessor); two services on other data folders never share one.
             instance=hashlib.blake2b(str(data_dir.resolve()).encode(), digest_size=4).hexdigest(),
             clock=clock,
+            sealer=sealer,
             allowed_registries=tuple(
                 default_allowed_registries() if allowed_registries is None else allowed_registries
             ),
@@ -143,6 +150,7 @@ class Service:
                 config_dir=self.config_dir,
                 worker_id=default_worker_id(f"embedded-{self.instance}-{index}"),
                 clock=self.clock,
+                sealer=self.sealer,
                 **options,
             )
             thread = threading.Thread(target=worker.work, name=f"worker-{index}", daemon=True)

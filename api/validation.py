@@ -13,7 +13,7 @@ from typing import Any
 
 from flask_smorest import Blueprint
 
-from api.auth import PUBLIC, READ, SUBMIT, access, principal
+from api.auth import principal
 from api.docs import error_docs, success_docs
 from api.errors import ApiError
 from api.routes import service, task_or_404
@@ -163,7 +163,6 @@ def vmer_of(found: CollectionRound) -> dict[str, Any]:
 
 # -- routes ----------------------------------------------------------------------------------
 @blp.route("/tasks/<task_name>/rounds/<round_name>/validation", methods=["GET"])
-@access(blp, READ)
 @blp.arguments(QueueQuerySchema, location="query", as_kwargs=True)
 @ok(QueueSchema)
 @errors(401, 403, 404, 422)
@@ -196,7 +195,6 @@ def cast_vote(example_id: str, verdict: str) -> Settlement:
 
 
 @blp.route("/examples/<example_id>/votes", methods=["POST"])
-@access(blp, SUBMIT)
 @blp.arguments(VerdictSchema, as_kwargs=True)
 @ok(SettlementSchema, 201)
 @errors(400, 401, 403, 404, 409, 422)
@@ -207,7 +205,6 @@ def post_vote(example_id: str, verdict: str) -> tuple[dict[str, Any], int]:
 
 
 @blp.route("/examples/<example_id>/settle", methods=["POST"])
-@access(blp, SUBMIT)
 @blp.arguments(VerdictSchema, as_kwargs=True)
 @ok(SettlementSchema)
 @errors(400, 401, 403, 404, 409, 422)
@@ -225,7 +222,6 @@ def post_settle(example_id: str, verdict: str) -> dict[str, Any]:
 
 
 @blp.route("/examples/<example_id>/votes", methods=["GET"])
-@access(blp, READ)
 @ok(VoteListSchema)
 @errors(401, 403, 404)
 def get_votes(example_id: str) -> dict[str, Any]:
@@ -245,7 +241,6 @@ def get_votes(example_id: str) -> dict[str, Any]:
 
 
 @blp.route("/tasks/<task_name>/rounds/<round_name>/vmer", methods=["GET"])
-@access(blp, PUBLIC)
 @ok(VmerSchema)
 @errors(404)
 def get_vmer(task_name: str, round_name: str) -> dict[str, Any]:

@@ -18,15 +18,14 @@ from flask_smorest import Blueprint
 from marshmallow import Schema, ValidationError, fields, validate
 from werkzeug.wrappers import Response
 
-from api.auth import AUTHENTICATED, PUBLIC, access, accounts, principal
+from api.auth import accounts, principal
 from api.default_view import task_defaults
 from api.docs import error_docs
 from api.errors import ApiError
 from api.leaderboard import leaderboard
 from api.pages import boards
 from api.pages.views import board_page, form_error
-from api.pages.visibility import page_access, task_visible
-from api.pages.visibility import public as public_page
+from api.pages.visibility import task_visible
 from api.routes import service, task_or_404
 from api.schemas import FullMatch, OpenSchema
 from configs.schema import TaskSpec
@@ -51,10 +50,6 @@ ERRORS = {
 
 
 errors = error_docs(blp, ERRORS)
-
-
-def guard(level: str) -> Callable[[F], F]:
-    return access(blp, level)
 
 
 def store() -> Views:
@@ -166,7 +161,6 @@ def _snapshot_json(snapshot: dict[str, Any]) -> dict[str, Any]:
 # -- views -----------------------------------------------------------------------------------
 @blp.route("/tasks/<task_name>/views")
 class TaskViews(MethodView):
-    @guard(PUBLIC)
     @blp.alt_response(200, schema=ViewListSchema, success=True)
     @errors(404)
     def get(self, task_name: str) -> dict[str, Any]:
@@ -174,7 +168,6 @@ class TaskViews(MethodView):
         task = task_or_404(task_name)
         return {"views": [_view_json(v) for v in store().views(task.name)]}
 
-    @guard(AUTHENTICATED)
     @blp.arguments(ViewCreateSchema)
     @blp.alt_response(201, schema=ViewSchema, success=True)
     @errors(401, 403, 404, 422)
@@ -188,14 +181,12 @@ class TaskViews(MethodView):
 
 @blp.route("/views/<view_id>")
 class OneView(MethodView):
-    @guard(PUBLIC)
     @blp.alt_response(200, schema=ViewSchema, success=True)
     @errors(404)
     def get(self, view_id: str) -> dict[str, Any]:
         """One view by its id (404 for a private task's, to those who may not see it)."""
         return _view_json(_visible_view(view_id))
 
-    @guard(AUTHENTICATED)
     @blp.alt_response(200, schema=ViewSchema, success=True)
     @errors(401, 403, 404)
     def delete(self, view_id: str) -> dict[str, Any]:
@@ -222,7 +213,6 @@ def _visible_view(view_id: str) -> dict[str, Any]:
 
 
 @blp.route("/tasks/<task_name>/default-view", methods=["PUT"])
-@guard(AUTHENTICATED)
 @blp.arguments(DefaultViewSchema)
 @blp.alt_response(200, schema=DefaultViewStateSchema, success=True)
 @errors(401, 403, 404, 422)
@@ -261,7 +251,6 @@ def frozen_leaderboard(
 
 
 @blp.route("/tasks/<task_name>/snapshots", methods=["POST"])
-@guard(AUTHENTICATED)
 @blp.arguments(SnapshotCreateSchema)
 @blp.alt_response(201, schema=SnapshotSchema, success=True)
 @errors(401, 403, 404, 422)
@@ -297,7 +286,6 @@ def snapshot_or_404(snapshot_id: str) -> dict[str, Any]:
 
 
 @blp.route("/snapshots/<snapshot_id>")
-@guard(PUBLIC)
 @blp.alt_response(200, schema=SnapshotSchema, success=True)
 @errors(404)
 def get_snapshot(snapshot_id: str) -> dict[str, Any]:
@@ -307,7 +295,6 @@ def get_snapshot(snapshot_id: str) -> dict[str, Any]:
 
 # -- pages -----------------------------------------------------------------------------------
 @view_pages.route("/tasks/<task_name>/views/<view>")
-@public_page
 def view_page(task_name: str, view: str) -> tuple[str, int]:
     """A view's stable address: who saved it and when, its weights, and the leaderboard
     ranked for them (the task page's own rendering)."""
@@ -330,7 +317,6 @@ def view_page(task_name: str, view: str) -> tuple[str, int]:
 
 # -- the pages' forms (no JavaScript): the API's own code, then a redirect -------------------
 @view_pages.route("/tasks/<task_name>/snapshots", methods=["POST"])
-@page_access(AUTHENTICATED)
 def snapshot_form(task_name: str) -> Response:
     """The leaderboard's "Freeze a snapshot" button, for the weights it shows."""
     task = task_defaults(service(), task_or_404(task_name)).task  # as the API's default
@@ -340,7 +326,6 @@ def snapshot_form(task_name: str) -> Response:
 
 
 @view_pages.route("/tasks/<task_name>/views", methods=["POST"])
-@page_access(AUTHENTICATED)
 def view_form(task_name: str) -> Response:
     """The leaderboard's "Save this view" form."""
     task = task_or_404(task_name)
@@ -357,7 +342,6 @@ def view_form(task_name: str) -> Response:
 
 
 @view_pages.route("/tasks/<task_name>/views/<view>/default", methods=["POST"])
-@page_access(AUTHENTICATED)
 def default_form(task_name: str, view: str) -> Response:
     """The view page's "make this the task's default" button (owner or admin)."""
     task = _owned_task(task_name)
@@ -384,7 +368,6 @@ view_pages.register_error_handler(ApiError, form_error)
 
 
 @view_pages.route("/snapshots/<snapshot_id>")
-@public_page
 def snapshot_page(snapshot_id: str) -> str | tuple[str, int]:
     """The frozen table, plainly labelled as a snapshot with its date."""
     found = store().snapshot(snapshot_id)

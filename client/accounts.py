@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from client import credentials, render
 from client.common import CliError, open_service
+from configs.vocabulary.scopes import DEFAULT_TOKEN_SCOPES, SCOPES, TOKENS
 
 if TYPE_CHECKING:
     from flask import Flask
@@ -120,7 +121,7 @@ def _local_action(args: argparse.Namespace, accounts: Any, user_id: str) -> Any:
         expires = None
         if args.expires_in_days is not None:
             expires = accounts.clock.now() + timedelta(days=args.expires_in_days)
-        scopes = args.scope or ["read", "submit"]
+        scopes = args.scope or list(DEFAULT_TOKEN_SCOPES)
         issued = accounts.create_token(user_id, args.name, scopes, expires_at=expires)
         return issued.info | {"token": issued.secret}
     if action == "list":
@@ -196,7 +197,11 @@ def _token_from_password(args: argparse.Namespace) -> str:
                 raise CliError(f"login refused: {_error(login)}")
             csrf = {"X-CSRF-Token": login.json()["csrf_token"]}
             made = http.post(
-                base + "/tokens", json={"name": args.token_name}, headers=csrf, timeout=30
+                base + "/tokens",
+                # the person's own credential on this machine: it may manage their tokens
+                json={"name": args.token_name, "scopes": [*DEFAULT_TOKEN_SCOPES, TOKENS]},
+                headers=csrf,
+                timeout=30,
             )
             if made.status_code != 201:
                 raise CliError(f"could not create a token: {_error(made)}")
@@ -264,7 +269,8 @@ def serve_access(
 
 def ensure_local_admin(service: Service, server: str, data_dir: Path) -> Path:
     """The local admin and a token for it, made once and kept in ``<data dir>/local-admin.json``
-    (0600) where the CLI on this machine finds it; a lost or dead token is replaced."""
+    (0600) where the CLI on this machine finds it; a lost or dead token is replaced, and so
+    is one made before a scope was added (it is revoked)."""
     from store.accounts import Accounts, AuthFailure
 
     accounts = Accounts(service.db, service.clock)
@@ -272,14 +278,17 @@ def ensure_local_admin(service: Service, server: str, data_dir: Path) -> Path:
     stored = credentials.read_json(path)
     if stored.get("token"):
         try:
-            accounts.authenticate(str(stored["token"]))
+            who = accounts.authenticate(str(stored["token"]))
         except AuthFailure:
             pass
         else:
-            if stored.get("server") != server:
-                credentials.write_private(path, stored | {"server": server})
-            return path
+            if who.scopes >= set(SCOPES):
+                if stored.get("server") != server:
+                    credentials.write_private(path, stored | {"server": server})
+                return path
+            if who.user_id and who.token_id:
+                accounts.revoke_token(who.user_id, who.token_id)
     user = accounts.user_by_name(LOCAL_ADMIN) or accounts.add_user(LOCAL_ADMIN, "admin")
-    issued = accounts.create_token(user["id"], "dynaeval serve", ["read", "submit", "admin"])
+    issued = accounts.create_token(user["id"], "dynaeval serve", SCOPES)
     credentials.write_private(path, {"server": server, "user": LOCAL_ADMIN, "token": issued.secret})
     return path

@@ -15,6 +15,7 @@ from client.images import add_images_parser
 from client.rerun import cmd_rerun
 from client.rounds import add_rounds_parser
 from configs.schema import ConfigError
+from configs.vocabulary.scopes import SCOPES
 from evaluator.transport.dialects import DEFAULT_DIALECT, dialect_choices
 from store.accounts import MAX_TOKEN_DAYS
 
@@ -374,8 +375,8 @@ def _tokens(sub: Subparsers) -> None:
     create.add_argument(
         "--scope",
         action="append",
-        choices=["read", "submit", "admin"],
-        help="repeatable (default: read and submit)",
+        choices=SCOPES,
+        help="repeatable (default: read and submit; 'tokens' lets the token manage your tokens)",
     )
     create.add_argument("--expires-in-days", type=_token_days, metavar="DAYS")
     actions.add_parser("list", help="your tokens, never their secrets")

@@ -284,7 +284,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print("dynaeval worker: stopped before the database answered", flush=True)
         return 0
     worker = Worker(
-        service.store, service.blobs, service.tasks, worker_id=worker_id, grace_s=args.grace_s
+        service.store,
+        service.blobs,
+        service.tasks,
+        worker_id=worker_id,
+        grace_s=args.grace_s,
+        sealer=service.sealer,  # opens the webhook secrets the API sealed
     )
     started.append(worker)
     if stopping.is_set():  # the signal came while the service was opening

@@ -11,6 +11,7 @@ from typing import Any
 import requests
 
 from client.credentials import token_for
+from configs.vocabulary.scopes import DEFAULT_TOKEN_SCOPES
 from configs.vocabulary.webhooks import verify_signature as verify_signature  # for receivers
 from evaluator.transport.dialects import DEFAULT_DIALECT
 
@@ -161,7 +162,7 @@ class DynaevalClient:
         self, name: str, scopes: list[str] | None = None, expires_in_days: float | None = None
     ) -> dict[str, Any]:
         """A new token of yours; its secret is in ``token``, shown this once."""
-        body: dict[str, Any] = {"name": name, "scopes": scopes or ["read", "submit"]}
+        body: dict[str, Any] = {"name": name, "scopes": scopes or list(DEFAULT_TOKEN_SCOPES)}
         if expires_in_days is not None:
             body["expires_in_days"] = expires_in_days
         return self._call("POST", "/tokens", json=body)

@@ -10,6 +10,7 @@ instance roles). Nothing here connects anywhere.
 
 from __future__ import annotations
 
+import base64
 import difflib
 import os
 import re
@@ -36,6 +37,7 @@ ENV_VARS: Mapping[str, tuple[str, ...]] = {
     "keep_unscored_images_days": ("DYNAEVAL_KEEP_UNSCORED_IMAGES_DAYS",),
     "keep_scored_images_days": ("DYNAEVAL_KEEP_SCORED_IMAGES_DAYS",),
     "live_model_budget": ("DYNAEVAL_LIVE_MODEL_BUDGET",),
+    "secret_key": ("DYNAEVAL_SECRET_KEY",),
     "s3.endpoint_url": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
     "s3.region": ("AWS_DEFAULT_REGION",),
     "s3.profile": ("AWS_PROFILE",),
@@ -43,7 +45,7 @@ ENV_VARS: Mapping[str, tuple[str, ...]] = {
     "s3.secret_access_key": ("AWS_SECRET_ACCESS_KEY",),
     "s3.session_token": ("AWS_SESSION_TOKEN",),
 }
-SECRET_KEYS = frozenset({"s3.secret_access_key", "s3.session_token"})
+SECRET_KEYS = frozenset({"s3.secret_access_key", "s3.session_token", "secret_key"})
 _TOP_KEYS = (
     "data_dir",
     "database_url",
@@ -52,6 +54,7 @@ _TOP_KEYS = (
     "keep_unscored_images_days",
     "keep_scored_images_days",
     "live_model_budget",
+    "secret_key",
 )
 NEVER = "never"
 DEFAULT_LIVE_MODEL_BUDGET = 2
@@ -140,6 +143,10 @@ class Settings:
     image_retention: ImageRetention = ImageRetention()
     # in-the-loop models kept running at once per API process (collection rounds)
     live_model_budget: int = DEFAULT_LIVE_MODEL_BUDGET
+    # the key that seals secrets at rest (webhook signing secrets): a Fernet key, 32 bytes of
+    # url-safe base64; unset, each data folder keeps its own in ``secret.key`` (0600). Every
+    # process sharing one database must have the same key.
+    secret_key: str | None = field(default=None, repr=False)
 
     def source(self, key: str) -> Source:
         return self.sources.get(key, DEFAULT)
@@ -161,6 +168,7 @@ class Settings:
             "keep_unscored_images_days": self.image_retention.shown()[0],
             "keep_scored_images_days": self.image_retention.shown()[1],
             "live_model_budget": str(self.live_model_budget),
+            "secret_key": self.secret_key,
         }
         for name in _S3_KEYS:
             values[f"s3.{name}"] = getattr(self.s3, name)
@@ -268,8 +276,22 @@ def _build(raw: Mapping[str, tuple[str, Source]], cwd: Path, path: Path | None) 
     )
     return Settings(
         data_dir, database_url, store_url, S3Options(**s3), sources, path, allow, retention,
-        _budget(raw),
+        _budget(raw), _secret_key(raw),
     )  # fmt: skip
+
+
+def _secret_key(raw: Mapping[str, tuple[str, Source]]) -> str | None:
+    """A Fernet key: 32 bytes in url-safe base64 (``openssl rand -base64 32 | tr '+/' '-_'``)."""
+    if "secret_key" not in raw:
+        return None
+    text, source = raw["secret_key"]
+    try:
+        valid = len(base64.urlsafe_b64decode(text.strip().encode("ascii"))) == 32
+    except (ValueError, UnicodeEncodeError):
+        valid = False
+    if not valid:
+        raise _error(source, "secret_key", "must be 32 bytes in url-safe base64 (44 characters)")
+    return text.strip()
 
 
 def _budget(raw: Mapping[str, tuple[str, Source]]) -> int:

@@ -192,13 +192,24 @@ class Accounts:
                 row.revoked_at = self.clock.now()
             return _token_dict(row, self.clock.now())
 
-    def rotate_token(self, user_id: str, token_id: str) -> IssuedToken | None:
-        """Revoke a live token and issue its replacement (same name, scopes and lifetime)."""
+    def rotate_token(
+        self, user_id: str, token_id: str, within: frozenset[str] | None = None
+    ) -> IssuedToken | None:
+        """Revoke a live token and issue its replacement (same name, scopes and lifetime).
+        ``within`` is what the asking credential holds: a token with more is refused
+        (``scope_not_allowed``), since rotating hands its scopes out again."""
         now = self.clock.now()
         with self.db.session() as session, session.begin():
             old = _owned_token(session, user_id, token_id, API)
             if old is None:
                 return None
+            beyond = set(old.scopes.split()) - within if within is not None else set()
+            if beyond:
+                raise AccountError(
+                    "scope_not_allowed",
+                    f"the token holds scope(s) {', '.join(sorted(beyond))} that your "
+                    "credentials do not: rotate it with credentials that hold them",
+                )
             if old.revoked_at is not None:
                 raise AccountError("token_revoked", "a revoked token cannot be rotated")
             expires_at = None

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from configs.settings import load_settings
@@ -29,8 +33,37 @@ def default_database_url(data_dir: Path | None = None) -> str:
     if not settings.is_default("database_url"):
         return settings.database_url
     data_dir = data_dir or settings.data_dir
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dir(data_dir)
     return f"sqlite:///{data_dir / 'dynaeval.sqlite3'}"
+
+
+def make_private_dir(path: Path) -> None:
+    """The data folder, created or narrowed to 0700: it holds the database, the blobs, the
+    sealing key and the local admin's token."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if path.stat().st_mode & 0o077 and path.owner() == _me():
+        path.chmod(0o700)
+
+
+def _me() -> str:
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+def make_private_sqlite(url: str) -> None:
+    """A SQLite database file (and its WAL and shared-memory files) readable by its owner
+    only: created 0600 before SQLite opens it (SQLite gives the -wal and -shm files the
+    database file's mode), and narrowed to 0600 when an older start left it wider."""
+    location = make_url(url).database
+    if not location or location == ":memory:":
+        return
+    path = Path(location)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    for each in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if each.exists() and each.stat().st_mode & 0o077:
+            each.chmod(0o600)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -67,9 +100,30 @@ def migrate(engine: Engine) -> None:
     from alembic import command
 
     config = alembic_config(engine.url.render_as_string(hide_password=False))
-    with engine.begin() as connection:
+    with _migration_lock(engine), engine.begin() as connection:
+        if engine.dialect.name == "postgresql":  # released when this transaction ends
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK})
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
+
+
+# Two processes starting at once on a fresh database must not both create the schema: on
+# PostgreSQL an advisory lock (this number is Dynaeval's), on SQLite a lock file beside it.
+_PG_LOCK = 0x44594E41
+
+
+@contextlib.contextmanager
+def _migration_lock(engine: Engine) -> Iterator[None]:
+    location = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not location or location == ":memory:":
+        yield
+        return
+    fd = os.open(f"{location}.migrate-lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 class Database:
@@ -77,6 +131,8 @@ class Database:
 
     def __init__(self, url: str, *, run_migrations: bool = True) -> None:
         self.url = url
+        if url.startswith("sqlite"):
+            make_private_sqlite(url)
         self.engine = make_engine(url)
         if run_migrations:
             migrate(self.engine)

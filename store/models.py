@@ -245,8 +245,8 @@ class WebhookRow(Base):
     )
     url: Mapped[str] = mapped_column(String(2048))
     events: Mapped[str] = mapped_column(String(64))  # space-separated
-    # Kept as given, not hashed: the notifier must sign with it (see store.webhooks).
-    secret: Mapped[str] = mapped_column(String(128))
+    # Sealed, not hashed: the notifier must sign with it (see store.sealing).
+    secret: Mapped[str] = mapped_column(String(512))
     created_at: Mapped[datetime]
 
 

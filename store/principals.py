@@ -10,13 +10,21 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import ColumnElement, or_, true
 
+from configs.vocabulary.scopes import (
+    ADMIN_SCOPE,
+    DEFAULT_TOKEN_SCOPES,
+    READ,
+    SCOPES,
+    SUBMIT,
+    TOKENS,
+)
 from store.models import ModelRow
+
+__all__ = ["ADMIN_SCOPE", "DEFAULT_TOKEN_SCOPES", "READ", "SCOPES", "SUBMIT", "TOKENS"]
 
 ADMIN, RESEARCHER = "admin", "researcher"
 ROLES = (ADMIN, RESEARCHER)
-READ, SUBMIT, ADMIN_SCOPE = "read", "submit", "admin"
-SCOPES = (READ, SUBMIT, ADMIN_SCOPE)
-ROLE_SCOPES = {ADMIN: frozenset(SCOPES), RESEARCHER: frozenset({READ, SUBMIT})}
+ROLE_SCOPES = {ADMIN: frozenset(SCOPES), RESEARCHER: frozenset({READ, SUBMIT, TOKENS})}
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,13 @@ sends one for a state that was rolled back. Notifiers (worker.notifier) claim du
 a short claim — a conditional UPDATE, the candidates picked with ``FOR UPDATE SKIP LOCKED``
 on PostgreSQL, as store.jobs claims jobs — so two notifiers never send one row at once.
 
-The signing secret is stored as it is, not hashed: signing needs the secret itself, and a
-one-way hash cannot sign. It leaves this module only to sign (``DueDelivery``, repr-hidden)
-and, once, to its creator."""
+The signing secret cannot be hashed (signing needs the secret itself), so it is sealed at
+rest (``store.sealing``: encrypted under the settings' key). It leaves this module only to
+sign (``DueDelivery``, repr-hidden) and, once, to its creator."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 import uuid
 from collections.abc import Sequence
@@ -37,6 +38,7 @@ from configs.vocabulary.webhooks import (
 )
 from store.db import Database
 from store.models import JobRow, ModelRow, WebhookDeliveryRow, WebhookRow
+from store.sealing import Sealer, SealError
 
 PENDING, DELIVERED, GAVE_UP = "pending", "delivered", "failed"
 CLAIM_S = 120.0  # a claimed delivery is hidden from other notifiers this long
@@ -98,6 +100,9 @@ class TooManyWebhooks(ValueError):
     """The user has MAX_PER_USER webhooks already."""
 
 
+log = logging.getLogger(__name__)
+
+
 def new_secret() -> str:
     return SECRET_PREFIX + secrets.token_hex(32)
 
@@ -106,9 +111,23 @@ class WebhookStore:
     """Webhooks, their deliveries and the notifiers' claims over a Database."""
 
     def __init__(
-        self, db: Database, clock: Clock = SYSTEM_CLOCK, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+        self,
+        db: Database,
+        sealer: Sealer,
+        clock: Clock = SYSTEM_CLOCK,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     ) -> None:
-        self.db, self.clock, self.max_attempts = db, clock, max_attempts
+        self.db, self.sealer, self.clock, self.max_attempts = db, sealer, clock, max_attempts
+
+    def seal_plaintext(self) -> int:
+        """Seal secrets stored before sealing existed; how many there were."""
+        with self.db.session() as session, session.begin():
+            rows = session.scalars(
+                select(WebhookRow).where(WebhookRow.secret.not_like("sealed:%"))
+            ).all()
+            for row in rows:
+                row.secret = self.sealer.seal(row.secret)
+            return len(rows)
 
     # -- webhooks ----------------------------------------------------------------------------
     def create(
@@ -126,7 +145,7 @@ class WebhookStore:
                 model_id=model_id,
                 url=url,
                 events=" ".join(dict.fromkeys(events)),
-                secret=secret,
+                secret=self.sealer.seal(secret),
                 created_at=self.clock.now(),
             )
             session.add(row)
@@ -155,7 +174,8 @@ class WebhookStore:
         secret = new_secret()
         with self.db.session() as session, session.begin():
             statement = update(WebhookRow).where(WebhookRow.id == webhook_id)
-            return secret if updated(session, statement.values(secret=secret)) == 1 else None
+            sealed = statement.values(secret=self.sealer.seal(secret))
+            return secret if updated(session, sealed) == 1 else None
 
     # -- deliveries --------------------------------------------------------------------------
     def deliveries(self, webhook_id: str, limit: int = 50) -> list[dict[str, Any]]:
@@ -200,7 +220,10 @@ class WebhookStore:
                     ),
                 )
                 if won == 1:  # another notifier took it between the pick and here
-                    claimed.append(_due_delivery(session, delivery_id, token))
+                    try:
+                        claimed.append(_due_delivery(session, delivery_id, token, self.sealer))
+                    except SealError as exc:  # retried once the key is right; never unsigned
+                        log.error("webhook delivery %s not sent: %s", delivery_id, exc)
             return claimed
 
     def release(self, delivery: DueDelivery) -> None:
@@ -370,13 +393,20 @@ def _candidates(session: Session, now: datetime, limit: int) -> list[str]:
     return list(session.scalars(query).all())
 
 
-def _due_delivery(session: Session, delivery_id: str, token: str) -> DueDelivery:
+def _due_delivery(session: Session, delivery_id: str, token: str, sealer: Sealer) -> DueDelivery:
     row = session.get(WebhookDeliveryRow, delivery_id, populate_existing=True)
     hook = session.get(WebhookRow, row.webhook_id) if row else None
     if row is None or hook is None:
         raise LookupError("a claimed delivery vanished inside its claim")
     return DueDelivery(
-        row.id, hook.id, hook.url, row.event, dict(row.payload), row.attempts, token, hook.secret
+        row.id,
+        hook.id,
+        hook.url,
+        row.event,
+        dict(row.payload),
+        row.attempts,
+        token,
+        sealer.open(hook.secret),
     )
 
 

@@ -29,6 +29,7 @@ from configs.vocabulary.results import EvaluationResult, Failure
 from store.blobs import BlobStore
 from store.jobs import ClaimedJob, JobStore
 from store.retention import mark_image_gone
+from store.sealing import Sealer
 from store.webhooks import WebhookStore
 from worker.adversary import run_attack
 from worker.evaluation import JobContext, evaluate_model
@@ -86,12 +87,14 @@ class Worker:
         clock: Clock | None = None,
         retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
         pause: Callable[[float], object] | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         """``grace_s``: how long (by ``clock``) a running job may go on after ``stop()``;
         ``reap_every``: heartbeats between checks for other workers' expired leases (at most
         ``reap_limit`` settled per check); ``max_poll_s``: the cap of the back-off while the
         store is unreachable; ``pause``: waits between attempts to record an outcome (tests
-        pass one that advances a ManualClock)."""
+        pass one that advances a ManualClock); ``sealer``: opens webhook secrets (a service
+        hands its own; the default's key is this worker's alone)."""
         self.store = store
         # The store's clock unless told otherwise: retry times and leases must agree.
         self.clock = clock or store.clock
@@ -113,7 +116,8 @@ class Worker:
         self._current: Progress | None = None
         self._predecessor_settled = False
         self.sandboxes = SandboxReaper(store, self.clock, self.worker_id)
-        self.notifier = Notifier(WebhookStore(store.db, self.clock))  # runs while work() does
+        # runs while work() does
+        self.notifier = Notifier(WebhookStore(store.db, sealer or Sealer.ephemeral(), self.clock))
 
     # -- stopping --------------------------------------------------------------------------
     def stop(self, now: bool = False) -> None:

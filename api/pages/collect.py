@@ -13,14 +13,15 @@ from typing import Any
 from flask import Blueprint, render_template, request
 from werkzeug.wrappers import Response
 
-from api.auth import SUBMIT, principal
+from api.auth import principal
 from api.collection import collection, write_example
 from api.collection_schemas import MAX_EXPLANATION_CHARS
 from api.errors import ApiError
-from api.pages.visibility import page_access, public, task_visible
+from api.pages.visibility import task_visible
 from api.routes import service
 from configs.schema import TaskSpec
 from store.collection import CollectionRefused, RoundState
+from store.principals import SUBMIT
 
 collect_pages = Blueprint("collect_pages", __name__, template_folder="templates")
 
@@ -59,14 +60,12 @@ def _missing(task_name: str, round_name: str) -> tuple[str, int]:
 
 
 @collect_pages.route("/tasks/<task_name>/rounds/<round_name>/collect")
-@public
 def collect_page(task_name: str, round_name: str) -> tuple[str, int]:
     found = _found(task_name, round_name)
     return _page(found) if found else _missing(task_name, round_name)
 
 
 @collect_pages.route("/tasks/<task_name>/rounds/<round_name>/collect", methods=["POST"])
-@page_access(SUBMIT)
 def collect_form(task_name: str, round_name: str) -> Response | tuple[str, int]:
     """The page's form (as ``POST /api/v1/tasks/<task>/rounds/<round>/examples``)."""
     found = _found(task_name, round_name)

@@ -15,7 +15,6 @@ from flask import Response, current_app
 from flask_smorest import Blueprint
 from marshmallow import Schema, fields, validate
 
-from api.auth import PUBLIC, access
 from api.default_view import task_defaults
 from api.errors import ApiError
 from api.pages import boards, public
@@ -83,7 +82,6 @@ def service() -> Service:
 
 
 @downloads.route("/tasks/<task_name>/leaderboard/download")
-@access(downloads, PUBLIC)
 @downloads.arguments(LeaderboardDownloadQuerySchema, location="query", as_kwargs=True)
 @downloads.doc(responses=file_response(LeaderboardFileSchema))
 @downloads.alt_response(400, schema=ErrorSchema, description="bad_weights")
@@ -169,7 +167,6 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
 
 
 @downloads.route("/submissions/<model_id>/scores/download")
-@access(downloads, PUBLIC)
 @downloads.arguments(ScoresDownloadQuerySchema, location="query", as_kwargs=True)
 @downloads.doc(responses=file_response(ScoresFileSchema))
 @downloads.alt_response(404, schema=ErrorSchema, description="unknown_submission (or not scored)")

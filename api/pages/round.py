@@ -12,12 +12,13 @@ from typing import Any
 from flask import Blueprint, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from api.auth import READ, SUBMIT, principal
+from api.auth import principal
 from api.errors import ApiError
-from api.pages.visibility import page_access, public, task_visible
+from api.pages.visibility import task_visible
 from api.routes import service
 from api.validation import cast_vote, queued_json, validation, vmer_of
 from metrics.vmer import VERDICTS
+from store.principals import READ, SUBMIT
 from store.validation import CollectionRound
 
 round_pages = Blueprint("round_pages", __name__, template_folder="templates")
@@ -39,7 +40,6 @@ def _next_example(found: CollectionRound) -> dict[str, Any] | None:
 
 
 @round_pages.route("/tasks/<task_name>/rounds/<round_name>")
-@public
 def round_page(task_name: str, round_name: str) -> tuple[str, int]:
     found = _round_or_none(task_name, round_name)
     if found is None:
@@ -57,7 +57,6 @@ def round_page(task_name: str, round_name: str) -> tuple[str, int]:
 
 
 @round_pages.route("/tasks/<task_name>/rounds/<round_name>/votes", methods=["POST"])
-@page_access(SUBMIT)
 def vote_form(task_name: str, round_name: str) -> Response:
     """The page's validation form (as ``POST /api/v1/examples/<id>/votes``)."""
     found = _round_or_none(task_name, round_name)

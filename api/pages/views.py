@@ -26,18 +26,16 @@ from sqlalchemy import func, select
 from werkzeug.wrappers import Response
 
 from api import accounts as session_routes
-from api.auth import SUBMIT, principal
+from api.auth import principal
 from api.default_view import task_defaults
 from api.errors import ApiError, error_body
 from api.pages import boards, public
 from api.pages.visibility import (
     decide_publication,
     model_private_visible,
-    page_access,
     readable_model,
     task_visible,
 )
-from api.pages.visibility import public as public_view
 from api.ratelimit import login_limited
 from api.service import Service
 from configs.schema import TaskSpec
@@ -145,14 +143,12 @@ def _busy_jobs() -> dict[tuple[str, str], int]:
 
 
 @pages.route("/static/pages/<path:filename>")
-@public_view
 def static(filename: str) -> Any:
     """The pages' scripts and style sheet (shipped in the package, never a CDN)."""
     return send_from_directory(STATIC, filename, max_age=300)
 
 
 @pages.route("/tasks/<task_name>")
-@public_view
 def task_page(task_name: str) -> Any:
     found = service().tasks.get(task_name)
     if found is None or not task_visible(task_name):
@@ -281,7 +277,6 @@ def _huge(board: dict[str, Any]) -> bool:
 
 
 @pages.route("/models/<model_id>")
-@public_view
 def model_page(model_id: str) -> Any:
     """A scored model's page; to its submitter, the task's owner and admins also its newest
     job (a failure's reason and log tail), and the page of a model not scored yet."""
@@ -316,7 +311,6 @@ def _private_submission(model_id: str, access: ModelAccess | None) -> dict[str, 
 
 
 @pages.route("/models/<model_id>/publication", methods=["POST"])
-@page_access(SUBMIT)
 def publish_form(model_id: str) -> Response:
     """The model page's publish / unpublish button (as ``PUT .../publication``)."""
     decide_publication(model_id, request.form.get("published") == "true")
@@ -325,14 +319,12 @@ def publish_form(model_id: str) -> Response:
 
 # -- signing in and out ----------------------------------------------------------------------
 @pages.route("/login")
-@public_view
 def login_page() -> tuple[str, int]:
     return _login_form("", 200)
 
 
 @pages.route("/login", methods=["POST"])
 @login_limited
-@public_view
 def login_form() -> Response | tuple[str, int]:
     """Sign in with the form: the API's login (``POST /api/v1/session``), cookie and all,
     then back to ``next``. A wrong password is the form again with a sentence."""
@@ -346,7 +338,6 @@ def login_form() -> Response | tuple[str, int]:
 
 
 @pages.route("/logout", methods=["POST"])
-@public_view
 def logout_form() -> Response:
     return session_routes.sign_out(redirect(local_path(request.form.get("next")), 303))
 

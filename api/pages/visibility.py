@@ -11,26 +11,11 @@ from typing import Any, TypeVar
 
 from flask import current_app
 
-from api.auth import PUBLIC, accounts, principal
+from api.auth import accounts, principal
 from api.errors import ApiError
 from store.accounts import ModelAccess
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def page_access(level: str) -> Callable[[F], F]:
-    """Mark a page or download view with its ``api.auth`` level (deny by default)."""
-
-    def decorate(func: F) -> F:
-        func._dynaeval_access = level  # type: ignore[attr-defined]
-        return func
-
-    return decorate
-
-
-def public(func: F) -> F:
-    """Mark a page or download view as public for ``api.auth``'s deny-by-default check."""
-    return page_access(PUBLIC)(func)
 
 
 def task_visible(name: str) -> bool:

@@ -15,9 +15,8 @@ from flask import Flask, g
 from flask.testing import FlaskClient
 from sqlalchemy import update
 
-import api.routes
 from api.app import create_app
-from api.auth import PUBLIC, SESSION_COOKIE
+from api.auth import SESSION_COOKIE
 from api.errors import ApiError
 from api.pages.visibility import readable_submission
 from api.service import Service
@@ -211,10 +210,6 @@ def test_api_reads_of_a_published_model_never_show_its_failure(world: World) -> 
     assert scores and {"round", "dataset_hash", "metric", "value"} <= set(scores[0])
 
 
-ROUTES_PATCHED = getattr(api.routes.get_submission, "_dynaeval_access", None) == PUBLIC
-
-
-@pytest.mark.skipif(not ROUTES_PATCHED, reason="api/routes.py still reads submissions at READ")
 def test_the_apis_submission_routes_follow_publication(world: World) -> None:
     path = f"/api/v1/submissions/{world.ids['failed']}"
     assert_error(world.client().get(path), 404, "unknown_submission")

@@ -51,7 +51,7 @@ class World:
 
     @property
     def hooks(self) -> WebhookStore:
-        return WebhookStore(self.service.db, self.service.clock)
+        return WebhookStore(self.service.db, self.service.sealer, self.service.clock)
 
 
 @pytest.fixture

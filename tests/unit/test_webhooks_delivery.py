@@ -26,12 +26,15 @@ from store.accounts import Accounts
 from store.blobs import LocalBlobStore
 from store.db import Database
 from store.jobs import JobStore
+from store.sealing import Sealer
 from store.webhooks import DELIVERED, GAVE_UP, PENDING, WebhookStore
 from worker.notifier import Notifier, Refused, check_url
 from worker.worker import Worker
 
 SPEC = {"kind": "url", "url": "http://127.0.0.1:9", "protocol": "v1"}
 LOOPBACK = ("127.0.0.1",)
+
+SEALER = Sealer.ephemeral()  # one key for every store over a test's database
 
 
 class Receiver:
@@ -115,7 +118,7 @@ def test_done_failed_and_cancelled_are_delivered_signed(
     db: Database, jobs: JobStore, clock: ManualClock, receiver: Receiver
 ) -> None:
     alice = user(db)
-    hooks = WebhookStore(db, clock)
+    hooks = WebhookStore(db, SEALER, clock)
     _, secret = hooks.create(alice, receiver.url, ["done", "failed", "cancelled"])
     done_id, done_job = jobs.submit("toy", "good", SPEC, owner_id=alice)
     claimed = jobs.claim("w", 60)
@@ -166,7 +169,7 @@ def test_only_final_states_and_chosen_events_queue_deliveries(
     db: Database, jobs: JobStore, clock: ManualClock
 ) -> None:
     alice = user(db)
-    hooks = WebhookStore(db, clock)
+    hooks = WebhookStore(db, SEALER, clock)
     only_done, _ = hooks.create(alice, "https://hooks.example.com/a", ["done"])
     model_id, job_id = jobs.submit("toy", "m", SPEC, owner_id=alice)
     one_model, _ = hooks.create(alice, "https://hooks.example.com/b", ["failed"], model_id)
@@ -191,7 +194,7 @@ def test_only_final_states_and_chosen_events_queue_deliveries(
 
 def test_a_lost_worker_notifies_failed(db: Database, jobs: JobStore, clock: ManualClock) -> None:
     alice = user(db)
-    hooks = WebhookStore(db, clock)
+    hooks = WebhookStore(db, SEALER, clock)
     hook, _ = hooks.create(alice, "https://hooks.example.com/a", ["failed"])
     jobs.submit("toy", "m", SPEC, owner_id=alice, max_attempts=1)
     jobs.claim("w", 60)
@@ -204,7 +207,7 @@ def test_a_lost_worker_notifies_failed(db: Database, jobs: JobStore, clock: Manu
 def test_a_failing_receiver_is_retried_on_the_back_off_schedule(
     db: Database, jobs: JobStore, clock: ManualClock, receiver: Receiver
 ) -> None:
-    hooks = WebhookStore(db, clock)
+    hooks = WebhookStore(db, SEALER, clock)
     hook, _ = hooks.create(user(db), receiver.url, ["done"])
     notifier = Notifier(hooks, allow_hosts=LOOPBACK)
     receiver.statuses = [500, 200]
@@ -224,7 +227,7 @@ def test_a_failing_receiver_is_retried_on_the_back_off_schedule(
 
 
 def test_max_attempts_ends_in_failed(db: Database, clock: ManualClock) -> None:
-    hooks = WebhookStore(db, clock, max_attempts=4)
+    hooks = WebhookStore(db, SEALER, clock, max_attempts=4)
     # nothing listens on port 9 of loopback (discard): every attempt is refused
     hook, _ = hooks.create(user(db), "http://127.0.0.1:9/", ["done"])
     notifier = Notifier(hooks, allow_hosts=LOOPBACK, timeout_s=2)
@@ -255,7 +258,7 @@ def test_max_attempts_ends_in_failed(db: Database, clock: ManualClock) -> None:
 def test_two_notifiers_never_claim_one_delivery(database_url: str) -> None:
     db = Database(database_url)
     clock = ManualClock()
-    hooks = WebhookStore(db, clock)
+    hooks = WebhookStore(db, SEALER, clock)
     hook, _ = hooks.create(user(db), "https://hooks.example.com/a", ["done"])
     for _ in range(30):
         hooks.ping(hook.id)
@@ -263,7 +266,7 @@ def test_two_notifiers_never_claim_one_delivery(database_url: str) -> None:
     barrier = threading.Barrier(4)
 
     def claim() -> None:
-        mine = WebhookStore(db, clock)
+        mine = WebhookStore(db, SEALER, clock)
         barrier.wait()
         while batch := mine.claim_due(limit=3):
             claimed.extend(d.id for d in batch)
@@ -313,7 +316,7 @@ def test_a_name_resolving_to_a_private_address_is_refused_at_delivery(
     db: Database, clock: ManualClock, receiver: Receiver
 ) -> None:
     """DNS rebinding: the name was public when the webhook was made."""
-    hooks = WebhookStore(db, clock)
+    hooks = WebhookStore(db, SEALER, clock)
     port = receiver.server.server_address[1]
     hook, _ = hooks.create(user(db), f"http://hooks.example.com:{port}/ci", ["done"])
     hooks.ping(hook.id)
@@ -330,7 +333,7 @@ def test_a_name_resolving_to_a_private_address_is_refused_at_delivery(
 
 
 def test_a_redirect_is_not_followed(db: Database, clock: ManualClock, receiver: Receiver) -> None:
-    hooks = WebhookStore(db, clock)
+    hooks = WebhookStore(db, SEALER, clock)
     hook, _ = hooks.create(user(db), receiver.url, ["done"])
     receiver.statuses = [302]
     hooks.ping(hook.id)
@@ -350,14 +353,14 @@ def test_the_worker_runs_the_notifier(
 ) -> None:
     monkeypatch.setenv("DYNAEVAL_LOCK_DIR", str(tmp_path / "locks"))
     monkeypatch.setenv("DYNAEVAL_WEBHOOK_ALLOW_HOSTS", "127.0.0.1")
-    hooks = WebhookStore(db, clock)
+    hooks = WebhookStore(db, SEALER, clock)
     hook, secret = hooks.create(user(db), receiver.url, ["done"])
     hooks.ping(hook.id)
     blobs = LocalBlobStore(tmp_path / "blobs")
-    Worker(jobs, blobs, {}, worker_id="w-burst").work(burst=True)
+    Worker(jobs, blobs, {}, worker_id="w-burst", sealer=SEALER).work(burst=True)
     [(headers, body)] = receiver.requests  # a burst run sends what is due before returning
     assert verify_signature(secret, headers["dynaeval-signature"], body, now=unix(clock))
-    worker = Worker(jobs, blobs, {}, worker_id="w-long", poll_s=0.05)
+    worker = Worker(jobs, blobs, {}, worker_id="w-long", poll_s=0.05, sealer=SEALER)
     thread = threading.Thread(target=worker.work, daemon=True)
     thread.start()
     hooks.ping(hook.id)

@@ -7,14 +7,15 @@ capped too, so a small compressed "bomb" cannot make the worker spend unbounded 
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import json
-import lzma
 import os
+import posixpath
 import re
 import tarfile
+import time
 import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -36,6 +37,23 @@ class _OverBudget(Exception):
     """The decompressed stream is longer than the tarball's budget allows."""
 
 
+class _OverRatio(_OverBudget):
+    """The gzip stream unpacks to more than ``MAX_RATIO`` times what it has consumed."""
+
+
+class _OverTime(Exception):
+    """The scan used more CPU time than the tarball's size warrants."""
+
+
+# A gzipped `docker save` unpacks to 1.5-4x its size; a stream that unpacks to more than
+# this is refused as a bomb as soon as it passes (the real limit is the image limit).
+MAX_RATIO = 32
+RATIO_FLOOR = 16 << 20  # a tiny tarball's padding compresses far better: always allowed
+# CPU seconds the scan may use: a base, plus a share per compressed MiB (inflating a real
+# image costs ~0.01 s per MiB here); a refusal of a bomb stops far sooner, at the ratio.
+CPU_BASE_S, CPU_PER_MIB_S = 1.0, 0.05
+
+
 _DRAIN_CHUNK = 1 << 20
 
 
@@ -47,10 +65,15 @@ class _Budgeted:
     decompressor, never charged for a request the stream cannot fill: a stream of exactly
     ``budget`` bytes is read whole, one byte more is refused."""
 
-    def __init__(self, raw: BinaryIO, budget: int) -> None:
+    def __init__(
+        self, raw: BinaryIO, budget: int, cpu_s: float, cpu_clock: Callable[[], float]
+    ) -> None:
         self.raw, self.budget, self.pos, self.work = raw, budget, 0, 0
+        self.cpu_clock, self.cpu_deadline = cpu_clock, cpu_clock() + cpu_s
 
     def read(self, size: int | None = -1) -> bytes:
+        if self.cpu_clock() > self.cpu_deadline:
+            raise _OverTime
         allowed = self.budget - self.work
         if size is None or size < 0 or size > allowed:
             size = allowed + 1  # one byte past the budget tells whether the stream goes on
@@ -82,22 +105,96 @@ class _Budgeted:
             pass
 
 
+class _SingleGzip:
+    """One gzip member, inflated on the fly: a second member, or bytes after the first,
+    are refused (``docker load`` reads them, the trailer check would not), as is a file
+    that ends early."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.handle = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self.inflater = zlib.decompressobj(wbits=31)
+        self.pending, self.pos, self.produced = b"", 0, 0
+
+    def read(self, size: int = -1) -> bytes:
+        want = size if size is not None and size >= 0 else _DRAIN_CHUNK
+        while len(self.pending) < want and not self.inflater.eof:
+            # input the inflater could not yet turn into output waits in unconsumed_tail
+            chunk = self.inflater.unconsumed_tail or self.handle.read(_IN_CHUNK)
+            if not chunk:
+                raise EOFError("the gzip stream ends before its end marker")
+            out = self.inflater.decompress(chunk, want - len(self.pending))
+            self.pending += out
+            self.produced += len(out)
+            # a bomb is told by its ratio so far, long before the budget: refused early
+            consumed = self.handle.tell() - len(self.inflater.unconsumed_tail)
+            if self.produced > max(RATIO_FLOOR // 4, MAX_RATIO * consumed):
+                raise _OverRatio
+        if self.inflater.eof and (self.inflater.unused_data or self.handle.read(1)):
+            raise UnsupportedCompression(
+                "the image tarball is gzip with more than one member or trailing bytes; "
+                "compress it as one stream (`docker save IMAGE | gzip`)"
+            )
+        data, self.pending = self.pending[:want], self.pending[want:]
+        self.pos += len(data)
+        return data
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        """Forwards by inflating and dropping; backwards by starting over (the caller's
+        budget has counted what either costs)."""
+        target = offset if whence == os.SEEK_SET else self.pos + offset
+        if target < self.pos:
+            self.close()
+            self.__init__(self.path)  # type: ignore[misc]
+        while self.pos < target and self.read(min(_DRAIN_CHUNK, target - self.pos)):
+            pass
+        return self.pos
+
+    def close(self) -> None:
+        self.handle.close()
+
+    def __enter__(self) -> _SingleGzip:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+class UnsupportedCompression(Exception):
+    """A compression the inspection does not read within its bounds."""
+
+
+_IN_CHUNK = 64 << 10
+_REFUSED_MAGIC = {
+    b"BZh": "bzip2",
+    b"\xfd7zXZ\x00": "xz",
+    b"\x28\xb5\x2f\xfd": "zstd",
+}
+
+
 def _decompressed(path: Path) -> BinaryIO:
-    """The tarball's bytes, decompressed on the fly (gzip, bzip2, xz or plain)."""
+    """The tarball's bytes: plain, or one gzip stream inflated on the fly. Other
+    compressions are refused: a ``docker save`` tarball is plain, or gzipped by the CLI."""
     with open(path, "rb") as handle:
         magic = handle.read(6)
     if magic.startswith(b"\x1f\x8b"):
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    if magic.startswith(b"BZh"):
-        return bz2.open(path, "rb")  # type: ignore[return-value]
-    if magic.startswith(b"\xfd7zXZ\x00"):
-        return lzma.open(path, "rb")  # type: ignore[return-value]
+        return _SingleGzip(path)  # type: ignore[return-value]
+    for prefix, name in _REFUSED_MAGIC.items():
+        if magic.startswith(prefix):
+            raise UnsupportedCompression(
+                f"the image tarball is {name}-compressed; upload it plain or gzipped "
+                "(`docker save IMAGE | gzip`)"
+            )
     return open(path, "rb")
 
 
 def _gzip_declared_size(path: Path) -> int | None:
     """What a gzip file's trailer says its (last member) unpacks to, modulo 2**32: a lower
-    bound on the real size of a well-formed file, read without decompressing anything."""
+    bound on the real size of a well-formed single-member file, read without decompressing
+    anything (a second member is refused by the scan)."""
     with open(path, "rb") as handle:
         if handle.read(2) != b"\x1f\x8b" or os.fstat(handle.fileno()).st_size < 18:
             return None  # not gzip, or too short to have a trailer (the scan says corrupt)
@@ -105,47 +202,133 @@ def _gzip_declared_size(path: Path) -> int | None:
         return int.from_bytes(handle.read(4), "little")
 
 
-def _scan_tarball(path: Path, limits: Limits) -> tuple[Any, set[str]]:
-    """(parsed manifest.json or None, member names), one member at a time: stops as soon as
-    the members' total size or the decompressed bytes pass ``limits.max_image_bytes``
-    (``_OverBudget``). The stream is read to its end: what the engine would unpack is what
-    the limit bounds."""
-    names: set[str] = set()
+def _cpu_seconds(path: Path) -> float:
+    return CPU_BASE_S + CPU_PER_MIB_S * path.stat().st_size / 2**20
+
+
+def _budget(path: Path, limits: Limits) -> int:
+    """How many bytes the scan may unpack: the image limit, and no more than
+    ``MAX_RATIO`` times the compressed file (no real image compresses better) unless that
+    is under ``RATIO_FLOOR``, which costs milliseconds to inflate."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        compressed = handle.read(2) == b"\x1f\x8b"
+    if not compressed:
+        return size
+    return min(limits.max_image_bytes, max(size * MAX_RATIO, RATIO_FLOOR))
+
+
+@dataclass(frozen=True)
+class _Member:
+    """What a tarball member is: a regular file, a directory, or a link to another name."""
+
+    kind: str  # "file", "dir", "symlink" or "hardlink"
+    target: str | None = None  # a link's target, as an archive name
+
+
+def _refuse(message: str) -> EvaluationError:
+    return EvaluationError(FailureCode.IMAGE_NOT_LOADABLE, message)
+
+
+def _archive_name(name: str, what: str = "a member") -> str:
+    """``name`` as a plain path inside the archive (one leading ``./`` allowed); anything
+    that could land outside it, or that two readers could read differently, is refused."""
+    plain = name[2:] if name.startswith("./") else name
+    plain = plain.rstrip("/") if plain.endswith("/") and plain.strip("/") else plain
+    if (
+        not plain
+        or plain.startswith("/")
+        or "\\" in plain
+        or "\x00" in plain
+        or ".." in plain.split("/")
+        or posixpath.normpath(plain) != plain
+    ):
+        raise _refuse(
+            f"the tarball has {what} named {name[:120]!r}: names must be plain paths inside "
+            "the archive (no absolute paths, '..', or empty parts)"
+        )
+    return plain
+
+
+def _member(info: tarfile.TarInfo, name: str) -> _Member:
+    """The member's kind; links are resolved to archive names and must stay inside."""
+    if info.isdir():
+        return _Member("dir")
+    if info.isfile():
+        return _Member("file")
+    if info.issym():
+        if info.linkname.startswith("/"):
+            raise _refuse(f"the tarball's symlink {name!r} points outside it (absolute)")
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(name), info.linkname))
+        if target == ".." or target.startswith("../"):
+            raise _refuse(f"the tarball's symlink {name!r} points outside it")
+        return _Member("symlink", target)
+    if info.islnk():
+        return _Member("hardlink", _archive_name(info.linkname, f"a hard link in {name!r} to"))
+    raise _refuse(f"the tarball's member {name!r} is a device, FIFO or other special file")
+
+
+def _resolve(name: str, members: Mapping[str, _Member]) -> str | None:
+    """The regular file ``name`` stands for, following links inside the archive; None when
+    it is missing, not a file, or a chain too long to be one `docker save` writes."""
+    for _ in range(8):
+        found = members.get(name)
+        if found is None or found.kind == "dir":
+            return None
+        if found.kind == "file":
+            return name
+        assert found.target is not None
+        name = found.target
+    return None
+
+
+def _scan_tarball(
+    path: Path, limits: Limits, cpu_clock: Callable[[], float]
+) -> tuple[Any, dict[str, _Member]]:
+    """(parsed manifest.json or None, members by archive name), one member at a time:
+    stops as soon as the members' total size or the decompressed bytes pass the budget
+    (``_OverBudget``) or the CPU time does (``_OverTime``). The stream is read to its end:
+    what the engine would unpack is what the budget bounds."""
+    members: dict[str, _Member] = {}
     manifest: Any = None
-    total = count = 0
+    total = 0
     with _decompressed(path) as raw:
-        stream = _Budgeted(raw, limits.max_image_bytes)
+        stream = _Budgeted(raw, _budget(path, limits), _cpu_seconds(path), cpu_clock)
         with tarfile.open(fileobj=stream, mode="r:") as tar:  # type: ignore[call-overload]
-            while (member := tar.next()) is not None:
-                count += 1
-                if count > MAX_TAR_MEMBERS:
-                    raise EvaluationError(
-                        FailureCode.IMAGE_NOT_LOADABLE,
+            while (info := tar.next()) is not None:
+                if len(members) >= MAX_TAR_MEMBERS:
+                    raise _refuse(
                         f"the tarball has more than {MAX_TAR_MEMBERS:,} members; "
-                        "a `docker save` of one image has far fewer",
+                        "a `docker save` of one image has far fewer"
                     )
-                total += max(0, member.size)
+                total += max(0, info.size)
                 if total > limits.max_image_bytes:
                     raise _OverBudget
-                name = member.name.lstrip("./")
-                names.add(name)
-                if name == "manifest.json" and member.isfile():
-                    if member.size > _MANIFEST_MAX:
-                        raise EvaluationError(
-                            FailureCode.IMAGE_NOT_LOADABLE,
-                            "the tarball's manifest.json is implausibly large",
-                        )
-                    handle = tar.extractfile(member)
+                name = _archive_name(info.name)
+                if name in members and not info.isdir():
+                    raise _refuse(f"the tarball has two members named {name!r}")
+                members[name] = _member(info, name)
+                if name == "manifest.json" and info.isfile():
+                    if info.size > _MANIFEST_MAX:
+                        raise _refuse("the tarball's manifest.json is implausibly large")
+                    handle = tar.extractfile(info)
                     manifest = json.loads(handle.read()) if handle else None
         stream.drain()
-    return manifest, names
+    return manifest, members
 
 
-def inspect_tarball(path: str | os.PathLike[str], limits: Limits) -> tuple[str, list[str]]:
+def inspect_tarball(
+    path: str | os.PathLike[str],
+    limits: Limits,
+    cpu_clock: Callable[[], float] = time.thread_time,
+) -> tuple[str, list[str]]:
     """Check a ``docker save`` tarball without loading it: (image ID, tags it carries).
 
-    File or unpacked members over the size limit → IMAGE_TOO_LARGE (the scan stops there,
-    so its work is bounded by the limit); not a tar, too many members, no manifest.json,
+    File or unpacked members over the size limit, or a gzip stream unpacking to more than
+    ``MAX_RATIO`` times its size → IMAGE_TOO_LARGE (the scan stops there, so its work is
+    bounded); a scan over its CPU time (``cpu_clock``: this thread's) → IMAGE_TOO_LARGE;
+    bzip2, xz, zstd or multi-member gzip, not a tar, too many
+    members, names outside the archive, links leaving it, special files, no manifest.json,
     more than one image, or missing members → IMAGE_NOT_LOADABLE.
     """
     path = Path(path)
@@ -165,17 +348,38 @@ def inspect_tarball(path: str | os.PathLike[str], limits: Limits) -> tuple[str, 
         )
     not_loadable = FailureCode.IMAGE_NOT_LOADABLE
     try:
-        manifest, members = _scan_tarball(path, limits)
-    except _OverBudget:
+        manifest, members = _scan_tarball(path, limits, cpu_clock)
+    except _OverRatio:
         raise EvaluationError(
             FailureCode.IMAGE_TOO_LARGE,
-            f"the image tarball unpacks to more than the limit of {mib(limit)}",
+            f"the image tarball unpacks to more than {MAX_RATIO} times its gzipped size, "
+            "which no real image does (a decompression bomb?)",
         ) from None
+    except _OverBudget:
+        budget = _budget(path, limits)
+        why = (
+            f", more than {MAX_RATIO} times its gzipped size, which no real image does "
+            "(a decompression bomb?)"
+            if budget < limit
+            else f"; the limit is {mib(limit)}"
+        )
+        raise EvaluationError(
+            FailureCode.IMAGE_TOO_LARGE,
+            f"the image tarball unpacks to more than {mib(budget)}{why}",
+        ) from None
+    except _OverTime:
+        raise EvaluationError(
+            FailureCode.IMAGE_TOO_LARGE,
+            f"checking the image tarball took more than {_cpu_seconds(path):.1f} s of CPU "
+            "time, more than an image of its size needs",
+        ) from None
+    except UnsupportedCompression as exc:
+        raise EvaluationError(FailureCode.IMAGE_NOT_LOADABLE, str(exc)) from None
     except RecursionError:  # a manifest.json nested deep enough to exhaust the decoder
         raise EvaluationError(
             not_loadable, "the tarball's manifest.json is nested too deeply"
         ) from None
-    except (tarfile.TarError, EOFError, OSError, ValueError, zlib.error, lzma.LZMAError) as exc:
+    except (tarfile.TarError, EOFError, OSError, ValueError, zlib.error) as exc:
         raise EvaluationError(
             not_loadable, f"the image tarball is corrupt or not a tar archive ({exc})"
         ) from None
@@ -207,9 +411,14 @@ def inspect_tarball(path: str | os.PathLike[str], limits: Limits) -> tuple[str, 
         raise EvaluationError(
             not_loadable, "the tarball's manifest.json needs 'Config': a file name"
         )
-    missing = [name for name in [config, *layers] if name not in members]
+    named = [_archive_name(name, "a manifest entry") for name in [config, *layers]]
+    missing = [name for name in named if _resolve(name, members) is None]
     if missing:
-        raise EvaluationError(not_loadable, f"the tarball is incomplete: missing {missing[:3]}")
+        raise EvaluationError(
+            not_loadable,
+            f"the tarball is incomplete: {missing[:3]} are not files in it (a layer or "
+            "config may be a link only to another file of the archive)",
+        )
     # `docker save` names the config by its digest, the image ID: <hex>.json (legacy layout)
     # or blobs/sha256/<hex> (OCI layout). Anything else is no image Docker made.
     digest = Path(config).name.removesuffix(".json")

@@ -1,0 +1,203 @@
+"""A ``docker save`` tarball is checked before anything loads it, and what the server reads
+is what ``docker load`` would read: hostile names, links leaving the archive, special files,
+twice-named members, multi-member gzip, bzip2/xz and decompression bombs are all refused,
+at a bounded cost (an injectable CPU clock bounds the scan's time)."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import json
+import lzma
+import tarfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from configs.schema import Limits
+from configs.vocabulary.failures import FailureCode
+from evaluator.errors import EvaluationError
+from evaluator.runtimes.docker.tarballs import MAX_RATIO, inspect_tarball
+
+DIGEST = "ab" * 32
+CONFIG = f"{DIGEST}.json"
+LAYER = "0" * 64 + "/layer.tar"
+LIMITS = Limits(max_image_bytes=1024**3)
+Extra = Callable[[tarfile.TarFile], None]
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes = b"", **fields: object) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data) if fields.get("type", tarfile.REGTYPE) == tarfile.REGTYPE else 0
+    for key, value in fields.items():
+        setattr(info, key, value)
+    tar.addfile(info, io.BytesIO(data) if info.size else None)
+
+
+def _link(tar: tarfile.TarFile, name: str, target: str, kind: bytes = tarfile.SYMTYPE) -> None:
+    _add(tar, name, type=kind, linkname=target)
+
+
+def _image(
+    path: Path,
+    *,
+    layers: list[str] | None = None,
+    extra: Extra | None = None,
+    layer_bytes: bytes = b"layer",
+    write_layer: bool = True,
+) -> Path:
+    """A minimal image tarball in docker save's legacy layout, plus ``extra`` members."""
+    layers = layers or [LAYER]
+    manifest = [{"Config": CONFIG, "RepoTags": ["m:1"], "Layers": layers}]
+    with tarfile.open(path, "w") as tar:
+        _add(tar, CONFIG, b"{}")
+        if write_layer:
+            _add(tar, LAYER, layer_bytes)
+        if extra is not None:
+            extra(tar)
+        _add(tar, "manifest.json", json.dumps(manifest).encode())
+    return path
+
+
+def _gzipped(path: Path) -> Path:
+    packed = path.with_name(path.name + ".gz")
+    packed.write_bytes(gzip.compress(path.read_bytes(), compresslevel=9))
+    return packed
+
+
+def _refused(path: Path, code: FailureCode = FailureCode.IMAGE_NOT_LOADABLE, **kw: object) -> str:
+    with pytest.raises(EvaluationError) as caught:
+        inspect_tarball(path, LIMITS, **kw)  # type: ignore[arg-type]
+    assert caught.value.code == code, caught.value.message
+    return caught.value.message
+
+
+@pytest.fixture
+def tmp(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path
+
+
+def test_a_well_formed_image_passes_plain_and_gzipped(tmp: Path) -> None:
+    plain = _image(tmp / "m.tar")
+    assert inspect_tarball(plain, LIMITS) == (f"sha256:{DIGEST}", ["m:1"])
+    assert inspect_tarball(_gzipped(plain), LIMITS)[0] == f"sha256:{DIGEST}"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["../../manifest.json", "/etc/cron.d/x", "a/../../b", "./../x", "a//b", "a/./b", "a\\b"],
+)
+def test_names_outside_or_unlike_the_archive_are_refused(tmp: Path, name: str) -> None:
+    tarball = _image(tmp / "m.tar", extra=lambda tar: _add(tar, name, b"x"))
+    assert "plain paths inside the archive" in _refused(tarball)
+
+
+def test_the_manifest_cannot_be_reached_by_a_traversal_name(tmp: Path) -> None:
+    """``name.lstrip('./')`` read ``../../manifest.json`` as the manifest: no longer."""
+    tarball = tmp / "m.tar"
+    with tarfile.open(tarball, "w") as tar:
+        _add(tar, CONFIG, b"{}")
+        _add(tar, LAYER, b"l")
+        body = json.dumps([{"Config": CONFIG, "Layers": [LAYER]}]).encode()
+        _add(tar, "../../manifest.json", body)
+    _refused(tarball)
+
+
+@pytest.mark.parametrize("target", ["/etc/passwd", "../../etc/passwd", "../../../root"])
+def test_symlinks_leaving_the_archive_are_refused(tmp: Path, target: str) -> None:
+    tarball = _image(tmp / "m.tar", extra=lambda tar: _link(tar, "extra/link", target))
+    assert "points outside" in _refused(tarball)
+
+
+@pytest.mark.parametrize("target", ["../outside", "/etc/shadow"])
+def test_hard_links_leaving_the_archive_are_refused(tmp: Path, target: str) -> None:
+    tarball = _image(tmp / "m.tar", extra=lambda tar: _link(tar, "h", target, tarfile.LNKTYPE))
+    _refused(tarball)
+
+
+def test_a_layer_that_is_a_symlink_out_of_the_archive_is_refused(tmp: Path) -> None:
+    tarball = _image(
+        tmp / "m.tar", write_layer=False, extra=lambda tar: _link(tar, LAYER, "../../../etc")
+    )
+    _refused(tarball)
+
+
+def test_a_layer_linking_to_a_missing_or_directory_member_is_refused(tmp: Path) -> None:
+    def extra(tar: tarfile.TarFile) -> None:
+        _add(tar, "d", type=tarfile.DIRTYPE)
+        _link(tar, LAYER, "../d")
+
+    assert "not files in it" in _refused(_image(tmp / "m.tar", write_layer=False, extra=extra))
+
+
+def test_a_layer_linking_to_another_layer_of_the_archive_passes(tmp: Path) -> None:
+    """``docker save`` itself links a layer it already wrote; that stays allowed."""
+    other = "1" * 64 + "/layer.tar"
+    tarball = _image(
+        tmp / "m.tar",
+        layers=[LAYER, other],
+        extra=lambda tar: _link(tar, other, f"../{LAYER}"),
+    )
+    assert inspect_tarball(tarball, LIMITS)[0] == f"sha256:{DIGEST}"
+
+
+@pytest.mark.parametrize("kind", [tarfile.CHRTYPE, tarfile.BLKTYPE, tarfile.FIFOTYPE])
+def test_special_files_are_refused(tmp: Path, kind: bytes) -> None:
+    tarball = _image(tmp / "m.tar", extra=lambda tar: _add(tar, "dev/x", type=kind))
+    assert "special file" in _refused(tarball)
+
+
+def test_a_member_named_twice_is_refused(tmp: Path) -> None:
+    decoy = json.dumps([{"Config": CONFIG, "Layers": ["elsewhere"]}]).encode()
+    tarball = _image(tmp / "m.tar", extra=lambda tar: _add(tar, "manifest.json", decoy))
+    assert "two members named" in _refused(tarball)
+
+
+def test_a_second_gzip_member_is_refused(tmp: Path) -> None:
+    """Appending a 1-byte member defeated the trailer check; now the stream must be one."""
+    packed = _gzipped(_image(tmp / "m.tar"))
+    packed.write_bytes(packed.read_bytes() + gzip.compress(b"x"))
+    assert "more than one member" in _refused(packed)
+    junk = _gzipped(_image(tmp / "n.tar"))
+    junk.write_bytes(junk.read_bytes() + b"\x00" * 512)
+    assert "trailing bytes" in _refused(junk)
+
+
+@pytest.mark.parametrize(("name", "compress"), [("bzip2", bz2.compress), ("xz", lzma.compress)])
+def test_bzip2_and_xz_are_refused_with_what_to_do(
+    tmp: Path, name: str, compress: Callable[[bytes], bytes]
+) -> None:
+    packed = tmp / "m.tar.x"
+    packed.write_bytes(compress(_image(tmp / "m.tar").read_bytes()))
+    message = _refused(packed)
+    assert name in message and "gzip" in message
+
+
+def test_a_gzip_bomb_is_refused_at_the_ratio_after_little_work(tmp: Path) -> None:
+    zeros = bytes(48 * 2**20)  # a "layer" of zeros: gzip packs it ~1000 times
+    packed = _gzipped(_image(tmp / "m.tar", layer_bytes=zeros))
+    assert packed.stat().st_size * MAX_RATIO < len(zeros)
+    message = _refused(packed, FailureCode.IMAGE_TOO_LARGE)
+    assert f"more than {MAX_RATIO} times its gzipped size" in message
+
+
+def test_a_bomb_of_many_small_members_is_refused_by_its_ratio_so_far(tmp: Path) -> None:
+    """Each member's size fits and so does their sum: the stream's ratio gives it away."""
+    packed = tmp / "m.tar.gz"
+    with (
+        gzip.open(packed, "wb", compresslevel=9) as out,
+        tarfile.open(fileobj=out, mode="w|") as tar,
+    ):
+        for index in range(24):
+            _add(tar, f"{index:064d}/layer.tar", bytes(2**20))
+    message = _refused(packed, FailureCode.IMAGE_TOO_LARGE)
+    assert f"more than {MAX_RATIO} times its gzipped size" in message
+
+
+def test_a_scan_over_its_cpu_time_is_refused(tmp: Path) -> None:
+    seconds = iter(range(0, 10**6, 5))  # each look at the clock: 5 s more of CPU
+    packed = _gzipped(_image(tmp / "m.tar", layer_bytes=bytes(2**20)))
+    message = _refused(packed, FailureCode.IMAGE_TOO_LARGE, cpu_clock=lambda: float(next(seconds)))
+    assert "CPU time" in message
