@@ -396,7 +396,10 @@ class Worker:
         from evaluator.runtimes.docker.sandbox import cleanup_leftovers, pin_guard_image
 
         try:
-            cleanup_leftovers(self.worker_id)
+            # only what no live lease holds: a same-named worker elsewhere may be running it
+            cleanup_leftovers(
+                self.worker_id, is_lease_alive=lambda lease: not self.store.lease_dead(lease)
+            )
             pin_guard_image()
             self.sandboxes.maybe_reap(force=True)
         except Exception as exc:  # no engine (or no base image): nothing of ours can run there

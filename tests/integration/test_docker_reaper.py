@@ -240,3 +240,17 @@ def test_a_worker_reaps_the_sandbox_of_a_lease_its_store_says_is_dead(
     finally:
         reap_orphans(lambda lease: False, docker_client, min_age_s=0, owner=owner)
         store.db.dispose()
+
+
+def test_start_up_cleanup_keeps_runs_whose_lease_is_alive(docker_client, owner):
+    """A second worker started under the same name (another lock folder or host) killed
+    the first one's running model, and the job was blamed on its submitter: start-up
+    cleanup now removes only runs whose lease is dead, as the reaper does."""
+    alive = fake_run(docker_client, owner, "lease-alive")
+    dead = fake_run(docker_client, owner, "lease-dead")
+    removed = sandbox.cleanup_leftovers(owner, docker_client, is_lease_alive=only({"lease-dead"}))
+    assert removed == 3  # the dead run's guard, model and network
+    assert objects_of(docker_client, dead) == []
+    assert len(objects_of(docker_client, alive)) == 3
+    sandbox.cleanup_leftovers(owner, docker_client)  # no predicate: everything of the owner
+    assert objects_of(docker_client, alive) == []

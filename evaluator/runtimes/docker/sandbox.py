@@ -39,6 +39,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import docker
 from docker.errors import APIError, DockerException
@@ -214,21 +215,35 @@ def guard_ip(guard: Container, network_name: str) -> str:
     return address
 
 
-def cleanup_leftovers(owner: str, client: docker.DockerClient | None = None) -> int:
-    """Remove every container, network and volume labelled for ``owner``; returns how many
-    this call removed (objects others remove meanwhile are fine).
+def cleanup_leftovers(
+    owner: str,
+    client: docker.DockerClient | None = None,
+    is_lease_alive: Callable[[str], bool] | None = None,
+) -> int:
+    """Remove the containers, networks and volumes labelled for ``owner`` whose job lease is
+    dead (every one when ``is_lease_alive`` is None); returns how many this call removed
+    (objects others remove meanwhile are fine).
 
     A worker calls this on start: whatever a crashed predecessor with the same id left
-    behind goes away.
+    behind goes away, but a run whose lease still holds its job belongs to a live worker
+    that happens to share the id (another host or lock folder), and is left alone.
     """
     client = client or docker.from_env()
     selector = [f"{MANAGED}=1", f"{OWNER}={owner}"]
+
+    def ours(labels: dict[str, str] | None) -> bool:
+        lease = (labels or {}).get(LEASE)
+        return is_lease_alive is None or lease is None or not is_lease_alive(lease)
+
     removed = 0
     for container in objects.list_containers(client, selector):
-        removed += objects.remove_container(client, container["Id"])
+        if ours(container.get("Labels")):
+            removed += objects.remove_container(client, container["Id"])
     for network in objects.list_networks(client, selector):
-        objects.evict_endpoints(client, network["Id"])
-        removed += objects.remove_network(client, network["Id"])
+        if ours(network.get("Labels")):
+            objects.evict_endpoints(client, network["Id"])
+            removed += objects.remove_network(client, network["Id"])
     for volume in objects.list_volumes(client, selector):
-        removed += objects.remove_volume(client, volume["Name"])
+        if ours(volume.get("Labels")):
+            removed += objects.remove_volume(client, volume["Name"])
     return removed
