@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from configs.schema import Limits
+from configs.vocabulary.failures import FailureCode
 from evaluator.runtimes.docker.runtime import DockerRuntime
 from evaluator.runtimes.docker.sandbox import cleanup_leftovers
 from tests.integration.conftest import TEST_LABEL
@@ -428,3 +429,30 @@ def test_the_guard_is_pid_1_and_out_of_the_models_reach(sandboxed, docker_client
     time.sleep(0.5)  # a signal that got through would have ended the guard by now
     assert docker_client.api.inspect_container(sandboxed.guard_id)["State"]["Running"]
     assert wait_http(sandboxed.host, sandboxed.port) == 200
+
+
+def _dead(runtime: DockerRuntime, budget_s: float = 10.0) -> None:
+    deadline = time.monotonic() + budget_s
+    while runtime.alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not runtime.alive()
+
+
+def test_docker_kill_of_the_model_is_the_platforms_fault(sandboxed, docker_client):
+    """`docker kill` of a running model (not an OOM, guard alive) ended as `crashed` and
+    was charged to the submitter; the engine's kill event now says who did it."""
+    docker_client.api.kill(sandboxed.container_id)
+    _dead(sandboxed)
+    reason = sandboxed.exit_reason()
+    assert reason is not None and reason.code == FailureCode.PLATFORM_ERROR, reason
+    assert "killed from outside" in reason.sentence
+
+
+def test_a_model_that_kills_itself_is_still_its_own_crash(sandboxed):
+    """Control: the same SIGKILL sent by the model to its own main process is the model's."""
+    container = sandboxed.client.containers.get(sandboxed.container_id)
+    suicide = _MAIN_STATUS.replace("print(status)", "os.kill(pid, 9)")
+    container.exec_run(["python3", "-c", suicide], detach=True)  # it dies with the model
+    _dead(sandboxed)
+    reason = sandboxed.exit_reason()
+    assert reason is not None and reason.code == FailureCode.CRASHED, reason

@@ -24,6 +24,13 @@ def api_error(status: int, explanation: str) -> APIError:
         (api_error(503, "engine busy"), True),
         (DockerException("Error while fetching server API version: connection refused"), True),
         (ConnectionResetError("connection reset by peer"), True),
+        # a DNS failure while pulling was charged as image_not_loadable
+        (
+            api_error(500, 'Get "https://r.example/v2/": dial tcp: lookup r.example: no such host'),
+            True,
+        ),
+        (api_error(404, "lookup r.example on 127.0.0.11:53: server misbehaving: not found"), True),
+        (api_error(500, "Temporary failure in name resolution"), True),
         (api_error(404, "manifest for team/model:1 not found: manifest unknown"), False),
         (api_error(500, "manifest unknown: manifest unknown"), False),
         (ImageNotFound("No such image: sha256:abc", response=requests.Response()), False),

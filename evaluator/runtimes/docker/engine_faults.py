@@ -11,6 +11,20 @@ from evaluator.errors import EvaluationError
 
 # What a registry or engine says when the submission names something that is not there.
 _MISSING = ("manifest unknown", "not found", "no such image", "repository does not exist")
+# What the engine says when it could not reach a registry at all: DNS or the network. The
+# worker's own resolver found the registry's name just before (references.check_pull_address),
+# so these are the platform's, whatever status the engine wraps them in.
+_UNREACHABLE = (
+    "no such host",
+    "server misbehaving",
+    "name resolution",
+    "dial tcp",
+    "i/o timeout",
+    "connection refused",
+    "connection reset",
+    "network is unreachable",
+    "tls handshake timeout",
+)
 
 
 def is_platform_fault(exc: Exception) -> bool:
@@ -19,6 +33,8 @@ def is_platform_fault(exc: Exception) -> bool:
         return isinstance(exc, DockerException | OSError)
     text = str(exc.explanation or exc).lower()
     status = exc.status_code or 0
+    if any(phrase in text for phrase in _UNREACHABLE):
+        return True
     if status == 404 or any(phrase in text for phrase in _MISSING):
         return False
     return status >= 500

@@ -33,6 +33,16 @@ def hard_timeout(limit_s: float) -> ExitReason:
     )
 
 
+def killed_from_outside(signal: str) -> ExitReason:
+    """The model or its guard was killed by someone outside the sandbox: not the model's
+    doing, so the platform's fault (retried, never charged)."""
+    return ExitReason(
+        FailureCode.PLATFORM_ERROR,
+        f"the model's sandbox was killed from outside (signal {signal}: `docker kill`, an "
+        "operator or the host), not by anything the model did; the job is retried",
+    )
+
+
 def diagnose(
     state: State,
     limits: Limits,

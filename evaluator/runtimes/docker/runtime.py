@@ -109,6 +109,7 @@ class DockerRuntime(Runtime):
         self._final_state: dict[str, Any] | None = None
         self._meter = ResourceMeter(self.client)
         self._hard_stopped = False
+        self._started_at: float | None = None  # the engine's clock: events are read since then
         self.remove_image_on_stop = remove_image_on_stop
         self.own_tags = tuple(own_tags)
         self.image_removed: bool | None = None  # set by stop() when removal was asked for
@@ -123,6 +124,7 @@ class DockerRuntime(Runtime):
                 raise RuntimeError("this runtime was already started")
             self.ref = self._present_image()
             check_size(self.ref, self.limits, self.client)
+            self._started_at = time.time()
             self._arm_hard_stop_timer()
             try:
                 network = self._network()
@@ -281,7 +283,7 @@ class DockerRuntime(Runtime):
         state = self._settled_state()
         if state is None:
             return None
-        return exits.diagnose(
+        reason = exits.diagnose(
             state,
             self.limits,
             ContainerCgroup(self.container_id),
@@ -289,6 +291,30 @@ class DockerRuntime(Runtime):
             current_state=self._state,
             logs_tail=self.logs_tail,
         )
+        if reason is None or (reason.code == FailureCode.OOM_KILLED and state.get("OOMKilled")):
+            return reason
+        killer = self._killed_from_outside()
+        return exits.killed_from_outside(killer) if killer else reason
+
+    def _killed_from_outside(self) -> str | None:
+        """The signal someone outside the sandbox (``docker kill``, an operator, the host)
+        sent the model or its guard during the run, per the engine's events; None when no
+        such kill happened. We never kill a run's containers before stopping it."""
+        ids = [i for i in (self.container_id, self.guard_id) if i]
+        if not ids or self._started_at is None:
+            return None
+        try:
+            found = self.client.api.events(
+                since=int(self._started_at) - 1,
+                until=int(time.time()) + 1,
+                filters={"container": ids, "event": "kill"},
+                decode=True,
+            )
+            for event in found:
+                return str((event.get("Actor") or {}).get("Attributes", {}).get("signal", "?"))
+        except DockerException:
+            return None
+        return None
 
     # -- measurement ------------------------------------------------------------------------
     def sample_resources(self) -> ResourceSample | None:
