@@ -30,6 +30,7 @@ from configs.vocabulary.jobs import (
 )
 from configs.vocabulary.results import EvaluationResult, Failure
 from store.db import Database
+from store.late import LateResults
 from store.leases import (
     DEFAULT_ATTEMPTS,
     LeaseRecovery,
@@ -83,7 +84,7 @@ class CancelOutcome:
     cancelled: bool = True
 
 
-class JobStore(LeaseRecovery):
+class JobStore(LeaseRecovery, LateResults):
     """Queue and results over a Database."""
 
     def __init__(self, db: Database, clock: Clock = SYSTEM_CLOCK) -> None:

@@ -45,6 +45,11 @@ from worker.sandboxes import SandboxReaper
 __all__ = ["LeaseLost", "RuntimeFactory", "Worker", "WorkerStats", "default_worker_id"]
 
 log = logging.getLogger(__name__)
+# While a finished result waits for the store, it is offered again at least this often: a
+# store that comes back should see it before another worker re-claims the job.
+RECORD_POLL_MAX_S = 2.0
+# How long a live worker keeps a finished result through a store outage.
+HOLD_RESULT_S = 3600.0
 
 
 def default_worker_id(name: str = "worker") -> str:
@@ -88,13 +93,15 @@ class Worker:
         retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
         pause: Callable[[float], object] | None = None,
         sealer: Sealer | None = None,
+        hold_result_s: float = HOLD_RESULT_S,
     ) -> None:
         """``grace_s``: how long (by ``clock``) a running job may go on after ``stop()``;
         ``reap_every``: heartbeats between checks for other workers' expired leases (at most
         ``reap_limit`` settled per check); ``max_poll_s``: the cap of the back-off while the
         store is unreachable; ``pause``: waits between attempts to record an outcome (tests
         pass one that advances a ManualClock); ``sealer``: opens webhook secrets (a service
-        hands its own; the default's key is this worker's alone)."""
+        hands its own; the default's key is this worker's alone); ``hold_result_s``: how long
+        a finished result is kept through a store outage (past the lease)."""
         self.store = store
         # The store's clock unless told otherwise: retry times and leases must agree.
         self.clock = clock or store.clock
@@ -104,6 +111,7 @@ class Worker:
         self.worker_id = worker_id or default_worker_id()
         self.lease_s, self.heartbeat_s, self.grace_s = lease_s, heartbeat_s, grace_s
         self.poll_s, self.max_poll_s = poll_s, max_poll_s
+        self.hold_result_s = hold_result_s
         self.reap_every, self.reap_limit = max(1, reap_every), reap_limit
         self.config_dir = config_dir
         self.runtime_factory: RuntimeFactory = runtime_factory or default_factory
@@ -246,14 +254,16 @@ class Worker:
         self, job: ClaimedJob, result: EvaluationResult, progress: Progress | None = None
     ) -> None:
         """Store the outcome exactly once. A result the store refuses fails the job as a
-        platform fault; a store that cannot be reached is retried (capped back-off) for as
-        long as the lease lasts — the heartbeat thread keeps renewing it meanwhile — then
-        the job is left to its lease: once it expires any worker requeues it. Nothing here
-        ends the worker."""
+        platform fault. A store that cannot be reached is retried (back-off capped at a few
+        seconds) while the heartbeat thread renews the lease; a finished result is kept
+        past the lease, for up to ``hold_result_s`` of outage, and recorded once the store
+        answers if no newer attempt has started (``JobStore.finish_late``); a failure is
+        left to its lease (the job is retried anyway). Nothing here ends the worker."""
         progress = progress or Progress(self.clock.now())
         context = self._context(job.id)
-        outage = Outage(self.worker_id, 1.0, self.max_poll_s, job_id=job.id)
+        outage = Outage(self.worker_id, 1.0, RECORD_POLL_MAX_S, job_id=job.id)
         waited, deadline = 0.0, progress.lease_deadline(self.lease_s)
+        hold_s = self.hold_result_s if result.failure is None else self.lease_s
         while True:
             try:
                 self._record_once(job, result)
@@ -261,16 +271,20 @@ class Worker:
                 return
             except ResultRefused as refused:
                 result = platform_failure(job.task, refused.message)
+                hold_s = self.lease_s
                 continue
             except Exception as exc:
                 delay = outage.failed(exc)
             if progress.lease_deadline(self.lease_s) > deadline:  # a heartbeat renewed it
                 waited, deadline = 0.0, progress.lease_deadline(self.lease_s)
-            # Past the lease another worker may own the job; the time waited since the last
-            # renewal bounds the retries even if the clock stands still (tests).
-            if self._abandon.is_set() or self.clock.now() >= deadline or waited >= self.lease_s:
+            # The time waited since the last renewal bounds the retries even if the clock
+            # stands still (tests).
+            if self._abandon.is_set() or waited >= max(hold_s, self.lease_s):
                 log.error(
-                    "job %s left to its lease: the store could not record it", job.id, extra=context
+                    "job %s left to its lease: the store could not record it in %.0f s",
+                    job.id,
+                    waited,
+                    extra=context,
                 )
                 return
             waited += delay
@@ -281,6 +295,19 @@ class Worker:
             try:
                 if self.store.finish(job.id, self.worker_id, result, lease=job.lease):
                     self.stats.done += 1
+                elif self.store.finish_late(job.id, job.attempt, job.lease, result):
+                    self.stats.done += 1
+                    log.info(
+                        "job %s finished: its result was recorded after the store came back",
+                        job.id,
+                        extra=self._context(job.id),
+                    )
+                else:
+                    log.warning(
+                        "job %s: result dropped, a newer attempt holds the job",
+                        job.id,
+                        extra=self._context(job.id),
+                    )
                 return
             except Exception as exc:  # rolled back as a whole: record why instead
                 if is_unreachable(exc):

@@ -14,6 +14,7 @@ project (containers, network, volume) and the sandboxes its workers label with t
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -178,6 +179,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
     env = {
         **os.environ,
         "DYNAEVAL_PG_PASSWORD": secrets.token_hex(16),
+        "DYNAEVAL_SECRET_KEY": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
         "DYNAEVAL_API_PORT": str(port),
         "DYNAEVAL_APP_IMAGE": app,
         "DYNAEVAL_POSTGRES_IMAGE": pg,

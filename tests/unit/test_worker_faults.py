@@ -21,6 +21,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 
 from configs.vocabulary.clock import ManualClock
+from configs.vocabulary.jobs import DEFAULT_RETRY_POLICY
 from configs.vocabulary.results import EvaluationResult
 from store.blobs import LocalBlobStore
 from store.db import Database
@@ -215,18 +216,63 @@ def test_a_store_that_stays_down_leaves_the_job_to_its_lease(
     job = store.claim("w1", 60)
     assert job is not None
     flaky = Flaky(store, {"finish", "fail"}, lambda: True)
-    worker = make_worker(flaky, tmp_path, pause=clock.advance)
+    worker = make_worker(flaky, tmp_path, pause=clock.advance, hold_result_s=600)
     with caplog.at_level(logging.INFO):
         worker.record(job, done_result(), Progress(clock.now()))  # returns: the worker lives on
     assert worker.stats.done == 0 and flaky.calls["finish"] >= 5
     claimed_at = job_row(store, job.id).heartbeat_at
-    assert claimed_at is not None and 60 <= (clock.now() - claimed_at).total_seconds() <= 90
+    # a finished result is held for hold_result_s of outage, well past the 60 s lease
+    assert claimed_at is not None and 600 <= (clock.now() - claimed_at).total_seconds() <= 610
     warnings = [r for r in caplog.records if "cannot reach the store" in r.getMessage()]
     assert len(warnings) == 1 and warnings[0].exc_info is None  # one line, no traceback
     assert warnings[0].job_id == job.id  # type: ignore[attr-defined]
     assert "left to its lease" in caplog.text
     clock.advance(1)
     assert store.requeue_stalled(worker.retry_policy) == [job.id]  # any worker recovers it
+
+
+@pytest.mark.parametrize("outage_s", [75, 600])
+def test_a_finished_result_outlives_an_outage_longer_than_its_lease(
+    store: JobStore, clock: ManualClock, tmp_path: Path, outage_s: int
+) -> None:
+    """The database was away for 75 s near the end of a job: the lease expired, another
+    worker requeued the job as lost once the store was back, and the live worker threw its
+    finished result away. It now keeps it and records it, fenced on the attempt."""
+    job_id = store.submit("toy", "m", SPEC)[1]
+    job = store.claim("w1", 60)
+    assert job is not None and job.id == job_id
+    back_at = clock.now().timestamp() + outage_s
+    flaky = Flaky(store, {"finish", "heartbeat"}, lambda: clock.now().timestamp() < back_at)
+    requeued: list[str] = []
+
+    def pause(seconds: float) -> None:
+        clock.advance(seconds)
+        if clock.now().timestamp() >= back_at and not requeued:  # the store is back
+            requeued.extend(store.requeue_stalled(DEFAULT_RETRY_POLICY))  # another worker
+
+    worker = make_worker(flaky, tmp_path, pause=pause)
+    worker.record(job, done_result(), Progress(clock.now()))
+    assert requeued == [job_id]  # the lease did expire and the job was taken back
+    row = job_row(store, job_id)
+    assert (row.status, worker.stats.done, results(store)) == ("done", 1, 1)
+    assert outcomes(store, job_id) == ["done"] and row.platform_faults == 0
+
+
+def test_a_late_result_is_dropped_once_a_newer_attempt_runs(
+    store: JobStore, clock: ManualClock, tmp_path: Path
+) -> None:
+    job_id = store.submit("toy", "m", SPEC)[1]
+    job = store.claim("w1", 60)
+    assert job is not None
+    clock.advance(61)
+    assert store.requeue_stalled(DEFAULT_RETRY_POLICY) == [job_id]
+    clock.advance(3600)
+    newer = store.claim("w2", 60)
+    assert newer is not None and newer.attempt == job.attempt + 1
+    worker = make_worker(store, tmp_path, pause=clock.advance)
+    worker.record(job, done_result(), Progress(clock.now()))
+    assert worker.stats.done == 0 and results(store) == 0
+    assert job_row(store, job_id).lease_token == newer.lease  # the newer attempt goes on
 
 
 def test_a_finish_whose_acknowledgement_was_lost_is_recorded_once(
