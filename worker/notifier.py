@@ -26,6 +26,7 @@ from configs.settings import load_settings
 from configs.vocabulary.webhooks import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, sign
 from evaluator.runtimes.docker.references import check_registry_address, parse_ip_host
 from store.webhooks import AttemptReport, DueDelivery, WebhookStore
+from worker.outage import StoreHealth
 
 log = logging.getLogger(__name__)
 MAX_URL = 2048
@@ -141,10 +142,13 @@ class Notifier:
         timeout_s: float = 5.0,
         batch: int = 10,
         resolver: Resolver = system_resolver,
+        health: StoreHealth | None = None,
     ) -> None:
         """``allow_hosts``: the operator's allow-list (None: the settings'); ``timeout_s``:
-        connect and read timeout of each request."""
+        connect and read timeout of each request; ``health``: the worker's view of the
+        store, which logs an outage once whoever notices it."""
         self.store, self.poll_s, self.timeout_s, self.batch = store, poll_s, timeout_s, batch
+        self.health = health or StoreHealth("notifier")
         self._allow_hosts, self.resolver = allow_hosts, resolver
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -176,10 +180,12 @@ class Notifier:
     def flush(self) -> int:
         """:meth:`deliver_due`, never raising: a database outage must not end a worker."""
         try:
-            return self.deliver_due()
+            sent = self.deliver_due()
         except Exception as exc:
-            log.warning("webhook deliveries unavailable: %s", type(exc).__name__)
+            self.health.failed(exc)
             return 0
+        self.health.reached()
+        return sent
 
     def deliver_due(self) -> int:
         """Claim and send what is due now; how many were attempted."""

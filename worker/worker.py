@@ -36,7 +36,7 @@ from worker.evaluation import JobContext, evaluate_model
 from worker.lifecycle import settle_failure
 from worker.lock import WorkerLock
 from worker.notifier import Notifier
-from worker.outage import Outage, describe, is_unreachable
+from worker.outage import Outage, StoreHealth, describe, is_unreachable
 from worker.outcomes import ResultRefused, RuntimeFactory, default_factory, platform_failure
 from worker.progress import LeaseLost, Progress
 from worker.sandboxes import SandboxReaper
@@ -118,14 +118,18 @@ class Worker:
         self.stats = WorkerStats()
         self.domain = ""  # the lock folder's domain, once work() holds the lock
         self._pause = pause or threading.Event().wait
-        self._outage = Outage(self.worker_id, poll_s, max_poll_s)
+        # one view of the store for every path that calls it: an outage is logged once
+        self.health = StoreHealth(self.worker_id)
+        self._outage = Outage(self.worker_id, poll_s, max_poll_s, health=self.health)
         self._stopping, self._abandon = threading.Event(), threading.Event()
         self._stop_at: datetime | None = None
         self._current: Progress | None = None
         self._predecessor_settled = False
         self.sandboxes = SandboxReaper(store, self.clock, self.worker_id)
         # runs while work() does
-        self.notifier = Notifier(WebhookStore(store.db, sealer or Sealer.ephemeral(), self.clock))
+        self.notifier = Notifier(
+            WebhookStore(store.db, sealer or Sealer.ephemeral(), self.clock), health=self.health
+        )
 
     # -- stopping --------------------------------------------------------------------------
     def stop(self, now: bool = False) -> None:
@@ -184,6 +188,15 @@ class Worker:
                 self.sandboxes.maybe_reap()
                 self._stopping.wait(self.poll_s)
                 continue
+            log.info(
+                "worker %s claimed job %s (%s, attempt %d of %d)",
+                self.worker_id,
+                job.id,
+                job.task,
+                job.attempt,
+                job.max_attempts,
+                extra=self._context(job.id),
+            )
             self.perform(job, claimed_at=claimed_at)
 
     def _next_job(self) -> ClaimedJob | None:
@@ -261,7 +274,7 @@ class Worker:
         left to its lease (the job is retried anyway). Nothing here ends the worker."""
         progress = progress or Progress(self.clock.now())
         context = self._context(job.id)
-        outage = Outage(self.worker_id, 1.0, RECORD_POLL_MAX_S, job_id=job.id)
+        outage = Outage(self.worker_id, 1.0, RECORD_POLL_MAX_S, job_id=job.id, health=self.health)
         waited, deadline = 0.0, progress.lease_deadline(self.lease_s)
         hold_s = self.hold_result_s if result.failure is None else self.lease_s
         while True:
@@ -295,6 +308,7 @@ class Worker:
             try:
                 if self.store.finish(job.id, self.worker_id, result, lease=job.lease):
                     self.stats.done += 1
+                    log.info("job %s done", job.id, extra=self._context(job.id))
                 elif self.store.finish_late(job.id, job.attempt, job.lease, result):
                     self.stats.done += 1
                     log.info(
@@ -338,7 +352,8 @@ class Worker:
         """Renew the lease every ``heartbeat_s``; hand the job back once a stop's grace is
         over; every ``reap_every`` beats, recover other workers' expired leases (so a dead
         worker's job waits for no idle worker)."""
-        outage, beats = Outage(self.worker_id, self.heartbeat_s, job_id=job.id), 0
+        outage = Outage(self.worker_id, self.heartbeat_s, job_id=job.id, health=self.health)
+        beats = 0
         while not progress.finished.is_set():
             progress.tick.wait(self.heartbeat_s)
             progress.tick.clear()

@@ -297,17 +297,22 @@ def test_an_idle_worker_logs_an_outage_once_and_backs_off(
     down.set()
     flaky = Flaky(store, {"claim"}, down.is_set)
     worker = make_worker(flaky, tmp_path, poll_s=0.001, max_poll_s=0.004)
+    # the webhook notifier polls the same database: it was the one logging every second
+    hooks = Flaky(worker.notifier.store, {"claim_due"}, down.is_set)  # type: ignore[arg-type]
+    worker.notifier.store, worker.notifier.poll_s = hooks, 0.001  # type: ignore[assignment]
     with caplog.at_level(logging.INFO, logger="worker"):
         thread = start(worker)
         try:
             wait_for(lambda: flaky.calls.get("claim", 0) >= 8, "several failed polls")
+            wait_for(lambda: hooks.calls.get("claim_due", 0) >= 8, "several failed deliveries")
             down.clear()
             wait_for(lambda: "reaches the store again" in caplog.text, "the store to come back")
+            wait_for(lambda: hooks.calls["claim_due"] >= 20, "deliveries polled again")
         finally:
             worker.stop()
             thread.join(BOUND_S)
     lines = [r for r in caplog.records if r.name.startswith("worker")]
-    assert [r.getMessage().split(" (")[0] for r in lines] == [
+    assert [r.getMessage().split(" (")[0].split(" after")[0] for r in lines] == [
         "worker w1 cannot reach the store",
         "worker w1 reaches the store again",
     ]
