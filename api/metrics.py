@@ -12,16 +12,18 @@ from typing import Any
 
 from flask import Flask, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from api.service import Service
-from store.stats import QueueStats, queue_stats
-
-# Seconds: from a tiny model's minute to a large one's hour.
-DURATION_BUCKETS = (10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0)
+from store.stats import DURATION_BUCKETS, Durations, QueueStats, queue_stats
 
 
 class QueueCollector(Collector):
@@ -49,10 +51,12 @@ class QueueCollector(Collector):
         )
         yield _labelled(
             "dynaeval_worker_heartbeat_age_seconds",
-            "Seconds since the newest heartbeat of the running jobs a worker holds.",
+            "Seconds since a worker's latest sign of life, busy or idle (a worker that "
+            "stopped cleanly is not listed; one silent for a day is forgotten).",
             "worker",
             stats.heartbeat_age_s,
         )
+        yield _attempts(stats.attempts)
         yield _durations(stats.durations)
 
 
@@ -63,20 +67,34 @@ def _labelled(name: str, documentation: str, label: str, values: dict[str, Any])
     return family
 
 
-def _durations(durations: list[tuple[str, float]]) -> Metric:
-    """A gauge histogram (it describes the newest finished jobs, so it may shrink)."""
-    family = GaugeHistogramMetricFamily(
+def _attempts(attempts: dict[tuple[str, str], int]) -> Metric:
+    """Every ended attempt by outcome and failure code: a lost worker counts each time."""
+    family = CounterMetricFamily(
+        "dynaeval_job_attempts",
+        "Ended job attempts by outcome (done, failed, lost, cancelled, handed_back) and "
+        "failure code (empty when none).",
+        labels=["outcome", "code"],
+    )
+    for (outcome, code), count in sorted(attempts.items()):
+        family.add_metric([outcome, code], float(count))
+    return family
+
+
+def _durations(durations: dict[str, Durations]) -> Metric:
+    """Start-to-finish seconds of every finished job, by final status (a true histogram:
+    cumulative buckets that only grow)."""
+    family = HistogramMetricFamily(
         "dynaeval_job_duration_seconds",
-        "Start-to-finish seconds of the newest finished jobs, by final status.",
+        "Start-to-finish seconds of finished jobs, by final status.",
         labels=["status"],
     )
-    for status in sorted({s for s, _ in durations}):
-        seconds = [d for s, d in durations if s == status]
+    for status, found in sorted(durations.items()):
         buckets = [
-            (floatToGoString(b), float(sum(d <= b for d in seconds))) for b in DURATION_BUCKETS
+            (floatToGoString(bound), float(count))
+            for bound, count in zip(DURATION_BUCKETS, found.buckets, strict=True)
         ]
-        buckets.append(("+Inf", float(len(seconds))))
-        family.add_metric([status], buckets, sum(seconds))
+        buckets.append(("+Inf", float(found.count)))
+        family.add_metric([status], buckets, found.total_s)
     return family
 
 

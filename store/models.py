@@ -382,3 +382,12 @@ class ValidationVoteRow(Base):
     verdict: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime]
     __table_args__ = (UniqueConstraint("example_id", "voter_id", name="uq_validation_votes_voter"),)
+
+
+class WorkerPresenceRow(Base):
+    """A worker's latest sign of life, busy or idle (``/metrics`` shows every worker)."""
+
+    __tablename__ = "worker_presence"
+    worker_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    seen_at: Mapped[datetime]
+    job_id: Mapped[str | None] = mapped_column(String(36))  # the job it holds, if any

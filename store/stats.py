@@ -3,17 +3,32 @@ scrape time from the database, since the API and the workers may be separate pro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, Float, case, cast, func, select
+from sqlalchemy.orm import Session
 
 from configs.vocabulary.jobs import JobStatus
 from store.db import Database
-from store.models import JobRow
+from store.models import AttemptRow, JobRow
+from store.presence import presence_ages
 
 FINAL = tuple(s.value for s in JobStatus if s.final)
-RECENT_FINISHED = 1000  # the job durations describe this many newest finished jobs
+# Seconds: from a tiny model's minute to a large one's hour.
+DURATION_BUCKETS = (10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0)
+
+
+@dataclass(frozen=True)
+class Durations:
+    """A histogram of finished jobs' start-to-finish seconds (one final status): counts at
+    or under each of ``DURATION_BUCKETS``, the total count and the sum."""
+
+    buckets: tuple[int, ...]
+    count: int
+    total_s: float
 
 
 @dataclass(frozen=True)
@@ -24,15 +39,18 @@ class QueueStats:
     failures_by_code: dict[str, int]
     queued: int
     oldest_queued_age_s: float  # 0 when nothing waits
-    # seconds since the newest heartbeat of the running jobs each lease owner holds
+    # seconds since each worker's latest sign of life: a held job's heartbeat or, idle,
+    # its presence row
     heartbeat_age_s: dict[str, float] = field(default_factory=dict)
-    # (status, seconds from start to finish) of the newest finished jobs
-    durations: list[tuple[str, float]] = field(default_factory=list)
+    # every finished job's start-to-finish seconds, by final status
+    durations: dict[str, Durations] = field(default_factory=dict)
+    # every ended attempt, by (outcome, failure code or ""): how often workers were lost
+    attempts: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
-def queue_stats(db: Database, now: datetime, recent: int = RECENT_FINISHED) -> QueueStats:
-    """Counts by status and failure code, the queue's oldest waiting job, the workers'
-    heartbeats and the durations of the ``recent`` newest finished jobs."""
+def queue_stats(db: Database, now: datetime) -> QueueStats:
+    """Counts by status and failure code, the queue's oldest waiting job, every worker's
+    latest sign of life, the durations of every finished job and attempts by outcome."""
     with db.session() as session:
         counts = session.execute(
             select(JobRow.status, JobRow.failure_code, func.count()).group_by(
@@ -52,15 +70,11 @@ def queue_stats(db: Database, now: datetime, recent: int = RECENT_FINISHED) -> Q
             .where(JobRow.status == JobStatus.RUNNING, JobRow.lease_owner.is_not(None))
             .group_by(JobRow.lease_owner)
         ).all()
-        finished = session.execute(
-            select(JobRow.status, JobRow.started_at, JobRow.finished_at)
-            .where(
-                JobRow.status.in_(FINAL),
-                JobRow.finished_at.is_not(None),
-                JobRow.started_at.is_not(None),
-            )
-            .order_by(JobRow.finished_at.desc())
-            .limit(recent)
+        durations = _durations(session)
+        attempts = session.execute(
+            select(AttemptRow.outcome, AttemptRow.failure_code, func.count())
+            .where(AttemptRow.outcome.is_not(None))
+            .group_by(AttemptRow.outcome, AttemptRow.failure_code)
         ).all()
     by_status: dict[str, int] = dict.fromkeys((s.value for s in JobStatus), 0)
     failures: dict[str, int] = {}
@@ -74,9 +88,51 @@ def queue_stats(db: Database, now: datetime, recent: int = RECENT_FINISHED) -> Q
         failures_by_code=failures,
         queued=by_status[JobStatus.QUEUED],
         oldest_queued_age_s=_seconds(now, oldest) if oldest else 0.0,
-        heartbeat_age_s={str(owner): _seconds(now, beat) for owner, beat in beats if beat},
-        durations=[(str(s), _seconds(end, start)) for s, start, end in finished if start and end],
+        heartbeat_age_s=_ages(beats, presence_ages(db, now), now),
+        durations=durations,
+        attempts={(str(o), str(c or "")): int(n) for o, c, n in attempts},
     )
+
+
+def _ages(beats: Sequence[Any], idle: dict[str, float], now: datetime) -> dict[str, float]:
+    """Each worker's freshest sign of life: a held job's heartbeat or its presence row."""
+    ages = dict(idle)
+    for owner, beat in (tuple(row) for row in beats):
+        if owner and beat:
+            ages[str(owner)] = min(ages.get(str(owner), float("inf")), _seconds(now, beat))
+    return ages
+
+
+def _duration_s(session: Session) -> ColumnElement[float]:
+    """finished_at - started_at in seconds, in the database's own arithmetic."""
+    if session.bind is not None and session.bind.dialect.name == "postgresql":
+        return cast(func.extract("epoch", JobRow.finished_at - JobRow.started_at), Float)
+    # julianday is a float of days: rounded to the millisecond, bucket edges hold exactly
+    days = func.julianday(JobRow.finished_at) - func.julianday(JobRow.started_at)
+    return func.round(days * 86400.0, 3)
+
+
+def _durations(session: Session) -> dict[str, Durations]:
+    """One aggregate query: per final status, the jobs under each bucket, count and sum."""
+    seconds = _duration_s(session)
+    under = [func.sum(case((seconds <= bound, 1), else_=0)) for bound in DURATION_BUCKETS]
+    rows = session.execute(
+        select(JobRow.status, func.count(), func.sum(seconds), *under)
+        .where(
+            JobRow.status.in_(FINAL),
+            JobRow.finished_at.is_not(None),
+            JobRow.started_at.is_not(None),
+        )
+        .group_by(JobRow.status)
+    ).all()
+    found: dict[str, Durations] = {}
+    for row in rows:
+        values: list[Any] = list(row)
+        status, count, total, counts = values[0], values[1], values[2], values[3:]
+        found[str(status)] = Durations(
+            tuple(int(n or 0) for n in counts), int(count), max(0.0, float(total or 0.0))
+        )
+    return found
 
 
 def _seconds(later: datetime, earlier: datetime) -> float:

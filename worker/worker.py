@@ -28,6 +28,7 @@ from configs.vocabulary.jobs import DEFAULT_RETRY_POLICY, JobKind, JobStatus, Re
 from configs.vocabulary.results import EvaluationResult, Failure
 from store.blobs import BlobStore
 from store.jobs import ClaimedJob, JobStore
+from store.presence import PRESENCE_EVERY_S, WorkerPresence
 from store.retention import mark_image_gone
 from store.sealing import Sealer
 from store.webhooks import WebhookStore
@@ -118,6 +119,8 @@ class Worker:
         self.stats = WorkerStats()
         self.domain = ""  # the lock folder's domain, once work() holds the lock
         self._pause = pause or threading.Event().wait
+        self._presence = WorkerPresence(store.db, self.clock)
+        self._seen_at: datetime | None = None
         # one view of the store for every path that calls it: an outage is logged once
         self.health = StoreHealth(self.worker_id)
         self._outage = Outage(self.worker_id, poll_s, max_poll_s, health=self.health)
@@ -162,6 +165,7 @@ class Worker:
         with WorkerLock(self.worker_id) as lock:
             self.domain = lock.domain
             self.clean_leftovers()
+            self._present()
             self.notifier.start()
             try:
                 self._loop(burst)
@@ -169,7 +173,24 @@ class Worker:
                     self.notifier.flush()
             finally:
                 self.notifier.stop()
+                self._present(gone=True)
         return self.stats
+
+    def _present(self, *, gone: bool = False) -> None:
+        """Tell the store this worker is alive (at most every PRESENCE_EVERY_S), or that it
+        stopped cleanly; an unreachable store is the loop's to report."""
+        now = self.clock.now()
+        due = self._seen_at is None or now - self._seen_at >= timedelta(seconds=PRESENCE_EVERY_S)
+        if not (gone or due):
+            return
+        try:
+            if gone:
+                self._presence.gone(self.worker_id)
+            else:
+                self._presence.seen(self.worker_id)
+                self._seen_at = now
+        except Exception as exc:
+            log.debug("presence not recorded: %s", describe(exc), extra=self._context())
 
     def _loop(self, burst: bool) -> None:
         while not self._stopping.is_set():
@@ -182,6 +203,7 @@ class Worker:
                 self._stopping.wait(self._outage.failed(exc))
                 continue
             self._outage.reached()
+            self._present()
             if job is None:
                 if burst:
                     break

@@ -16,7 +16,8 @@ from sqlalchemy import update
 from api.app import create_app
 from api.service import Service
 from configs.vocabulary.clock import ManualClock
-from store.models import JobRow
+from store.models import AttemptRow, JobRow
+from store.presence import WorkerPresence, presence_ages
 from store.stats import queue_stats
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import DOCKER
@@ -57,6 +58,18 @@ def seeded(service: Service) -> Service:
         job(
             service, name, status="failed", failure_code=code, started_at=ago(9), finished_at=ago(4)
         )
+    # 37 attempts lost to dead workers on one job: the job shows once, the attempts 37 times
+    lost = job(service, "lossy", status="queued", available_at=NOW + timedelta(seconds=60))
+    with service.db.session() as session, session.begin():
+        session.add_all(
+            AttemptRow(
+                job_id=lost, attempt=n, worker="w-x", lease_token=f"t{n}", started_at=ago(99),
+                finished_at=ago(98), outcome="lost", failure_code="worker_lost",
+            )
+            for n in range(1, 38)
+        )  # fmt: skip
+    # an idle worker, seen 7 s ago, holds no job
+    WorkerPresence(service.db, ManualClock(ago(7))).seen("w-idle")
     return service
 
 
@@ -75,22 +88,27 @@ def scrape(app: Flask, token: str) -> dict[str, dict[tuple, float]]:
 def test_the_metrics_match_the_seeded_store(seeded: Service) -> None:
     samples = scrape(create_app(seeded), issue_token(seeded))
     jobs = {dict(k)["status"]: v for k, v in samples["dynaeval_jobs"].items()}
-    assert jobs == {"queued": 3, "running": 2, "done": 2, "failed": 3}
+    assert jobs == {"queued": 4, "running": 2, "done": 2, "failed": 3}
     failed = {dict(k)["code"]: v for k, v in samples["dynaeval_failed_jobs"].items()}
     assert failed == {"start_failed": 2, "timeout": 1}
-    assert samples["dynaeval_queue_depth"][()] == 3
+    assert samples["dynaeval_queue_depth"][()] == 4
     assert samples["dynaeval_queue_oldest_age_seconds"][()] == 120
     beats = {
         dict(k)["worker"]: v for k, v in samples["dynaeval_worker_heartbeat_age_seconds"].items()
     }
-    assert beats == {"w-a": 2, "w-b": 40}  # no heartbeat yet: since the job started
+    # no heartbeat yet: since the job started; an idle worker is listed too
+    assert beats == {"w-a": 2, "w-b": 40, "w-idle": 7}
+    attempts = samples["dynaeval_job_attempts_total"]
+    assert attempts[(("code", "worker_lost"), ("outcome", "lost"))] == 37
     buckets = samples["dynaeval_job_duration_seconds_bucket"]
     assert buckets[(("le", "30.0"), ("status", "done"))] == 1
     assert buckets[(("le", "600.0"), ("status", "done"))] == 2
     assert buckets[(("le", "+Inf"), ("status", "done"))] == 2
     assert buckets[(("le", "10.0"), ("status", "failed"))] == 3
-    gsum = {dict(k)["status"]: v for k, v in samples["dynaeval_job_duration_seconds_gsum"].items()}
-    assert gsum == {"done": 520, "failed": 15}
+    total = {dict(k)["status"]: v for k, v in samples["dynaeval_job_duration_seconds_sum"].items()}
+    assert total == {"done": 520, "failed": 15}
+    count = samples["dynaeval_job_duration_seconds_count"]
+    assert count[(("status", "done"),)] == 2
     assert "process_resident_memory_bytes" in samples  # the API process itself
 
 
@@ -135,6 +153,76 @@ def test_the_stats_take_few_queries_on_many_jobs(service: Service) -> None:
     statements: list[str] = []
     event.listen(service.db.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
     stats = queue_stats(service.db, NOW)
-    assert len(statements) <= 5
+    assert len(statements) <= 6
     assert stats.queued == 2501 and stats.failures_by_code == {"timeout": 2500}
-    assert len(stats.heartbeat_age_s) == 7 and len(stats.durations) == 1000
+    assert len(stats.heartbeat_age_s) == 7
+    assert {s: d.count for s, d in stats.durations.items()} == {"done": 2500, "failed": 2500}
+
+
+def test_every_metric_parses_as_the_type_it_declares(seeded: Service) -> None:
+    """The duration histogram was a gauge histogram declared as a histogram; the lost
+    attempts had no counter at all."""
+    response = signed_in(create_app(seeded).test_client(), issue_token(seeded)).get("/metrics")
+    types = {
+        family.name: family.type
+        for family in text_string_to_metric_families(response.get_data(as_text=True))
+        if family.name.startswith("dynaeval_")
+    }
+    assert types == {
+        "dynaeval_jobs": "gauge",
+        "dynaeval_failed_jobs": "gauge",
+        "dynaeval_queue_depth": "gauge",
+        "dynaeval_queue_oldest_age_seconds": "gauge",
+        "dynaeval_worker_heartbeat_age_seconds": "gauge",
+        "dynaeval_job_attempts": "counter",
+        "dynaeval_job_duration_seconds": "histogram",
+    }
+
+
+def test_a_worker_is_present_while_it_runs_and_gone_after_a_clean_stop(
+    service: Service, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from store.blobs import LocalBlobStore
+    from worker.worker import Worker
+
+    monkeypatch.setenv("DYNAEVAL_LOCK_DIR", str(tmp_path / "locks"))
+    worker = Worker(service.store, LocalBlobStore(tmp_path / "blobs"), {}, worker_id="w-p")
+    seen: list[set[str]] = []
+    original = worker._next_job
+
+    def spy() -> Any:  # what /metrics would list while the idle worker polls
+        seen.append(set(presence_ages(service.db, service.clock.now())))
+        return original()
+
+    monkeypatch.setattr(worker, "_next_job", spy)
+    worker.work(burst=True)
+    assert seen and all("w-p" in names for names in seen)
+    assert "w-p" not in presence_ages(service.db, service.clock.now())
+
+
+def test_durations_and_attempts_on_each_backend(database_url: str) -> None:
+    """The histogram's seconds come from each database's own date arithmetic."""
+    from store.db import Database
+    from store.jobs import JobStore
+
+    db = Database(database_url)
+    try:
+        store = JobStore(db, ManualClock(NOW))
+        store.register_task("sentiment", 1, {})
+        model_id, _ = store.submit("sentiment", "m", DOCKER)
+        with db.session() as session, session.begin():
+            session.execute(
+                update(JobRow)
+                .where(JobRow.model_id == model_id)
+                .values(status="done", started_at=ago(90), finished_at=ago(60))
+            )
+        stats = queue_stats(db, NOW)
+        done = stats.durations["done"]
+        assert (done.count, done.total_s) == (1, 30.0)
+        assert dict(zip((10.0, 30.0, 60.0), done.buckets[:3], strict=True)) == {
+            10.0: 0,
+            30.0: 1,
+            60.0: 1,
+        }
+    finally:
+        db.dispose()
