@@ -54,6 +54,8 @@ from api.submissions import (
     submit_upload,
 )
 from configs.schema import TaskSpec
+from configs.vocabulary.idempotency import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY
+from store.idempotency import DuplicateSubmission, KeyedSubmission, find_by_key
 from store.queries import CursorError
 
 MAX_JSON_BYTES = 64 * 1024
@@ -180,10 +182,28 @@ class Submissions(MethodView):
         "reference>, protocol}} or multipart/form-data with an `image` file (a `docker save` "
         "tarball), `name` and `protocol`.",
         requestBody=SUBMIT_REQUEST_BODY,
+        parameters=[
+            {
+                "in": "header",
+                "name": IDEMPOTENCY_HEADER,
+                "required": False,
+                "schema": {"type": "string", "pattern": IDEMPOTENCY_KEY.pattern, "maxLength": 128},
+                "description": "a key of the client's (a UUID): a repeat by the same submitter "
+                "answers 200 with the first submission instead of making another",
+            }
+        ],
     )
-    def post(self, task_name: str) -> dict[str, Any]:
-        """Submit a model for evaluation; returns the queued submission."""
+    @blp.alt_response(200, schema=SubmittedSchema, description="a replay of a submission made")
+    def post(self, task_name: str) -> dict[str, Any] | tuple[dict[str, Any], int]:
+        """Submit a model for evaluation; returns the queued submission. With an
+        ``Idempotency-Key`` header (the CLI and SDK send one), a repeat of a submission
+        already made answers 200 with the first one, ``replayed: true``: nothing is stored
+        or charged twice, so a client that timed out may simply retry."""
         task = task_or_404(task_name)
+        key = idempotency_key()
+        first = find_by_key(service().db, principal().user_id, key) if key else None
+        if first is not None:  # before the quota and the body: a replay costs nothing
+            return _replayed(first, task)
         refusal = quota_state(service(), task, principal()).refusal()
         if refusal is not None:  # before the body is read: nothing is stored
             raise refusal
@@ -191,20 +211,14 @@ class Submissions(MethodView):
         admit = partial(quota_admission, service(), task, principal())
         try:
             if request.mimetype == "multipart/form-data":
-                submitted = _upload_submission(task, admit)
+                submitted = _upload_submission(task, admit, key)
             else:
-                submitted = _json_submission(task, admit)
+                submitted = _json_submission(task, admit, key)
         except SubmissionRefused as exc:
             raise _refusal(exc) from None
-        return {
-            "id": submitted.model_id,
-            "job_id": submitted.job_id,
-            "task": task.name,
-            "name": submitted.name,
-            "status": "queued",
-            "url": url_for("v1.get_submission", model_id=submitted.model_id),
-            "quota": quota_state(service(), task, principal()).to_dict(),
-        }
+        except DuplicateSubmission as exc:  # the same key raced us to the insert
+            return _replayed(exc.first, task)
+        return _submitted_body(task, submitted.model_id, submitted.job_id, submitted.name)
 
 
 @blp.route("/tasks/<task_name>/quota")
@@ -216,7 +230,47 @@ def get_quota(task_name: str) -> dict[str, Any]:
     return quota_state(service(), task_or_404(task_name), principal()).to_dict()
 
 
-def _json_submission(task: TaskSpec, admit: Admission) -> Submitted:
+def idempotency_key() -> str | None:
+    """The request's ``Idempotency-Key`` header: 1-128 of A-Z a-z 0-9 . _ : - (422 else)."""
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is None:
+        return None
+    if not IDEMPOTENCY_KEY.match(key):
+        raise ApiError(
+            422,
+            "invalid_idempotency_key",
+            f"{IDEMPOTENCY_HEADER} must be 1-128 of A-Z a-z 0-9 . _ : - (a UUID will do)",
+        )
+    return key
+
+
+def _replayed(first: KeyedSubmission, task: TaskSpec) -> tuple[dict[str, Any], int]:
+    if first.task != task.name:
+        raise ApiError(
+            422,
+            "idempotency_key_reused",
+            f"this {IDEMPOTENCY_HEADER} made a submission to task {first.task!r}; use a new "
+            "key for a new submission",
+        )
+    body = _submitted_body(task, first.model_id, first.job_id, first.name, first.status)
+    return body | {"replayed": True}, 200
+
+
+def _submitted_body(
+    task: TaskSpec, model_id: str, job_id: str | None, name: str, status: str = "queued"
+) -> dict[str, Any]:
+    return {
+        "id": model_id,
+        "job_id": job_id,
+        "task": task.name,
+        "name": name,
+        "status": status,
+        "url": url_for("v1.get_submission", model_id=model_id),
+        "quota": quota_state(service(), task, principal()).to_dict(),
+    }
+
+
+def _json_submission(task: TaskSpec, admit: Admission, key: str | None = None) -> Submitted:
     """A JSON submission: a registry reference, or a local runtime where the server allows."""
     data = _load(SubmitJsonSchema(), _json_body())
     runtime = data["runtime"]
@@ -237,10 +291,11 @@ def _json_submission(task: TaskSpec, admit: Admission) -> Submitted:
         own_addresses=own,
         owner_id=principal().user_id,
         admit=admit,
+        idempotency_key=key,
     )
 
 
-def _upload_submission(task: TaskSpec, admit: Admission) -> Submitted:
+def _upload_submission(task: TaskSpec, admit: Admission, key: str | None = None) -> Submitted:
     """A multipart submission: ``name``, ``protocol`` and the ``image`` tarball."""
     form = _load(SubmitFormSchema(), request.form)
     upload = request.files.get("image")
@@ -255,6 +310,7 @@ def _upload_submission(task: TaskSpec, admit: Admission) -> Submitted:
         protocol=form["protocol"],
         owner_id=principal().user_id,
         admit=admit,
+        idempotency_key=key,
     )
 
 

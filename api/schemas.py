@@ -188,6 +188,12 @@ class SubmittedSchema(Schema):
     status = fields.String()
     url = fields.String()
     quota = fields.Nested(QuotaSchema, metadata={"description": "what is left after this one"})
+    replayed = fields.Boolean(
+        metadata={
+            "description": "true (with status 200) when the Idempotency-Key had already made "
+            "this submission: nothing new was stored or charged"
+        }
+    )
 
 
 class HealthSchema(OpenSchema):

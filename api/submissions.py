@@ -75,6 +75,7 @@ def submit_runtime(
     own_addresses: Collection[tuple[str, int]] = (),
     owner_id: str | None = None,
     admit: Admission = nullcontext,
+    idempotency_key: str | None = None,
 ) -> Submitted:
     """Submit a runtime object as a client sent it. A docker runtime names a registry image
     (never a server file or local image, never a registry on the platform's network unless
@@ -84,12 +85,19 @@ def submit_runtime(
         spec = _parsed(runtime)
         if isinstance(spec, UrlSpec):
             refuse_own_address(spec.url, own_addresses)
-        return _create(service, task, name, spec, owner_id, admit)
+        return _create(service, task, name, spec, owner_id, admit, idempotency_key)
     if not runtime.get("image"):
         raise SubmissionRefused(INVALID, "a docker runtime needs 'image' (a registry reference)")
     protocol = runtime.get("protocol", DEFAULT_DIALECT)
     return submit_reference(
-        service, task, name, runtime["image"], protocol, owner_id=owner_id, admit=admit
+        service,
+        task,
+        name,
+        runtime["image"],
+        protocol,
+        owner_id=owner_id,
+        admit=admit,
+        idempotency_key=idempotency_key,
     )
 
 
@@ -103,6 +111,7 @@ def submit_reference(
     trusted: bool = False,
     owner_id: str | None = None,
     admit: Admission = nullcontext,
+    idempotency_key: str | None = None,
 ) -> Submitted:
     """Submit a registry image the worker will pull. Unless ``trusted`` (the CLI writing to
     its own database), a registry on a local network must be in the operator's allow-list
@@ -115,7 +124,7 @@ def submit_reference(
         spec = DockerSpec(source=DockerSource.REGISTRY, image=image, protocol=protocol)
     except ValueError as exc:
         raise SubmissionRefused(INVALID, str(exc)) from None
-    return _create(service, task, name, spec, owner_id, admit)
+    return _create(service, task, name, spec, owner_id, admit, idempotency_key)
 
 
 def refuse_own_address(url: str, own_addresses: Collection[tuple[str, int]]) -> None:
@@ -175,6 +184,7 @@ def submit_upload(
     protocol: str = DEFAULT_DIALECT,
     owner_id: str | None = None,
     admit: Admission = nullcontext,
+    idempotency_key: str | None = None,
 ) -> Submitted:
     """Submit a `docker save` tarball read from ``stream``: streamed to the blob store under
     the task's image limit, inspected there, then queued."""
@@ -183,7 +193,7 @@ def submit_upload(
         # refuse a corrupt or multi-image tarball now, not minutes later in a worker
         image_id = _inspect(service.blobs.local_path(key), task.limits)
         spec = _upload_spec(key, image_id, filename or "upload", protocol)
-        return _create(service, task, name, spec, owner_id, admit)
+        return _create(service, task, name, spec, owner_id, admit, idempotency_key)
 
 
 def submit_file(
@@ -225,12 +235,19 @@ def _create(
     spec: RuntimeSpec,
     owner_id: str | None,
     admit: Admission = nullcontext,
+    idempotency_key: str | None = None,
 ) -> Submitted:
-    """The model row, its owner and its job, in one transaction, inside ``admit``."""
+    """The model row, its owner and its job, in one transaction, inside ``admit``
+    (DuplicateSubmission when ``idempotency_key`` made one already: nothing is kept)."""
     image_id = spec.image_id if isinstance(spec, DockerSpec) else None
     with admit():
         model_id, job_id = service.store.submit(
-            task.name, name, spec.to_dict(), image_id=image_id, owner_id=owner_id
+            task.name,
+            name,
+            spec.to_dict(),
+            image_id=image_id,
+            owner_id=owner_id,
+            idempotency_key=idempotency_key,
         )
     return Submitted(model_id, job_id, name, spec)
 

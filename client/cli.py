@@ -198,6 +198,14 @@ def _evaluate(sub: Subparsers) -> None:
     )
 
 
+def _idempotency_key(text: str) -> str:
+    from configs.vocabulary.idempotency import IDEMPOTENCY_KEY
+
+    if not IDEMPOTENCY_KEY.match(text):
+        raise argparse.ArgumentTypeError("1-128 of A-Z a-z 0-9 . _ : -")
+    return text
+
+
 def _submit(sub: Subparsers) -> None:
     from client.credentials import API_KEY_ENV
     from client.submit import EXIT_USAGE, parse_thresholds
@@ -220,6 +228,14 @@ def _submit(sub: Subparsers) -> None:
     submit.add_argument("--name", required=True)
     submit.add_argument("--protocol", choices=dialect_choices(), default=DEFAULT_DIALECT)
     submit.add_argument("--server", help="API base URL, e.g. http://127.0.0.1:8000")
+    submit.add_argument(
+        "--idempotency-key",
+        type=_idempotency_key,
+        metavar="KEY",
+        help="with --server: the same KEY from the same user makes one submission however "
+        "often it is sent (a CI job can pass its commit and run id); default: a new one, "
+        "reused for this command's own retries after a timeout",
+    )
     submit.add_argument(
         "--wait",
         action="store_true",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import requests
 
 from client.credentials import token_for
+from configs.vocabulary.idempotency import IDEMPOTENCY_HEADER
 from configs.vocabulary.scopes import DEFAULT_TOKEN_SCOPES
 from configs.vocabulary.webhooks import verify_signature as verify_signature  # for receivers
 from evaluator.transport.dialects import DEFAULT_DIALECT
@@ -56,6 +58,13 @@ def wait_until_final(
         time.sleep(min(poll, remaining))
 
 
+CONNECT_TIMEOUT_S = 10.0
+# How fast the server checks an uploaded tarball, at worst: the wait for its answer grows
+# by a second per this many bytes (a 185 MB upload waits 60 s + 37 s).
+SERVER_CHECK_BYTES_PER_S = 5 * 1024**2
+SUBMIT_RETRIES = 2  # retries of a submission (same idempotency key) after a timeout
+
+
 class DynaevalClient:
     """``DynaevalClient("http://127.0.0.1:8000").submit_image("sentiment", "m", "m.tar")``"""
 
@@ -69,7 +78,8 @@ class DynaevalClient:
             self.http.headers["Authorization"] = f"Bearer {api_key}"
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self.http.request(method, self.base + path, timeout=self.timeout, **kwargs)
+        kwargs.setdefault("timeout", self.timeout)
+        response = self.http.request(method, self.base + path, **kwargs)
         try:
             body = response.json()
         except ValueError:
@@ -86,21 +96,67 @@ class DynaevalClient:
     def tasks(self) -> list[dict[str, Any]]:
         return self._call("GET", "/tasks")["tasks"]
 
-    def submit(self, task: str, name: str, runtime: dict[str, Any]) -> dict[str, Any]:
-        return self._call(
-            "POST", f"/tasks/{task}/submissions", json={"name": name, "runtime": runtime}
+    def submit(
+        self,
+        task: str,
+        name: str,
+        runtime: dict[str, Any],
+        *,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Submit a runtime (a registry image). Sent with an idempotency key (a new UUID
+        unless given) and retried with it when the server cannot be reached or does not
+        answer in time: the server makes one submission whatever the retries, and answers
+        a replay with ``replayed: true``."""
+        key = idempotency_key or str(uuid.uuid4())
+        body = {"name": name, "runtime": runtime}
+        return self._submit_retried(
+            lambda: self._call(
+                "POST", f"/tasks/{task}/submissions", json=body, headers={IDEMPOTENCY_HEADER: key}
+            )
         )
 
     def submit_image(
-        self, task: str, name: str, tarball: str | Path, protocol: str = DEFAULT_DIALECT
+        self,
+        task: str,
+        name: str,
+        tarball: str | Path,
+        protocol: str = DEFAULT_DIALECT,
+        *,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
-        with open(tarball, "rb") as handle:
-            return self._call(
-                "POST",
-                f"/tasks/{task}/submissions",
-                data={"name": name, "protocol": protocol},
-                files={"image": (Path(tarball).name, handle)},
-            )
+        """Upload a ``docker save`` tarball, idempotently (see :meth:`submit`). The wait
+        for the answer grows with the file: the server checks the whole tarball first."""
+        key = idempotency_key or str(uuid.uuid4())
+        size = Path(tarball).stat().st_size
+        timeout = (CONNECT_TIMEOUT_S, self.timeout + size / SERVER_CHECK_BYTES_PER_S)
+
+        def upload() -> dict[str, Any]:
+            with open(tarball, "rb") as handle:
+                return self._call(
+                    "POST",
+                    f"/tasks/{task}/submissions",
+                    data={"name": name, "protocol": protocol},
+                    files={"image": (Path(tarball).name, handle)},
+                    headers={IDEMPOTENCY_HEADER: key},
+                    timeout=timeout,
+                )
+
+        return self._submit_retried(upload)
+
+    def _submit_retried(self, send: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``send`` again (same key) after a timeout or a lost connection; the answer says
+        ``retried`` how many times it took, and ``replayed`` when the first one had landed."""
+        for retry in range(SUBMIT_RETRIES + 1):
+            try:
+                answer = send()
+            except (requests.Timeout, requests.ConnectionError):
+                if retry == SUBMIT_RETRIES:
+                    raise
+                time.sleep(min(2.0**retry, 10.0))
+                continue
+            return answer | ({"retried": retry} if retry else {})
+        raise AssertionError("unreachable")
 
     def submission(self, model_id: str) -> dict[str, Any]:
         return self._call("GET", f"/submissions/{model_id}")
@@ -313,15 +369,19 @@ class DynabenchClient:
         description: str,
         *,
         protocol: str = DEFAULT_DIALECT,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Submit a ``docker save`` tarball (a multipart upload) or, when ``path`` is no
         file, a registry reference; the description names the submission. Returns the
-        queued submission (its ``id`` is the model id)."""
+        queued submission (its ``id`` is the model id). Retried on a timeout with one
+        idempotency key (a new UUID unless given): the server makes one submission."""
         name = _submission_name(description)
         if Path(path).is_file():
-            return self.api.submit_image(task, name, path, protocol)
+            return self.api.submit_image(
+                task, name, path, protocol, idempotency_key=idempotency_key
+            )
         runtime = {"kind": "docker", "image": str(path), "protocol": protocol}
-        return self.api.submit(task, name, runtime)
+        return self.api.submit(task, name, runtime, idempotency_key=idempotency_key)
 
     def wait(self, model_id: str, timeout: float = 3600, poll: float = 2.0) -> dict[str, Any]:
         """The submission once done or failed (WaitTimeout when ``timeout`` passes first)."""

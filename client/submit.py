@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -261,11 +262,32 @@ class Remote(Backend):
             raise CliError(f"cannot reach {self.server}: {exc}") from None
 
     def submit(self, args: argparse.Namespace) -> str:
-        created = self._call(
-            lambda: self.client.submit_model(
-                args.model, args.task, args.name, protocol=args.protocol
+        key = args.idempotency_key or str(uuid.uuid4())
+        try:
+            created = self._call(
+                lambda: self.client.submit_model(
+                    args.model, args.task, args.name, protocol=args.protocol, idempotency_key=key
+                )
             )
-        )
+        except CliError as exc:  # say how to find out whether it landed, without a second one
+            if not str(exc).startswith("cannot reach"):
+                raise
+            raise CliError(
+                f"{exc}\nThe server may have received it: the same command with "
+                f"--idempotency-key {key} returns that submission if so, and makes it once "
+                "if not."
+            ) from None
+        if created.get("retried"):
+            what = (
+                "the server had accepted the first one (charged once)"
+                if created.get("replayed")
+                else "the retry was accepted"
+            )
+            print(
+                f"dynaeval submit: no answer in time, retried {created['retried']}x with the "
+                f"same idempotency key: {what}; submission {created['id']}",
+                file=sys.stderr,
+            )
         return str(created["id"])
 
     def fetch(self, model_id: str, *, missing_ok: bool = True) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
@@ -30,6 +31,7 @@ from configs.vocabulary.jobs import (
 )
 from configs.vocabulary.results import EvaluationResult, Failure
 from store.db import Database
+from store.idempotency import DuplicateSubmission, find_by_key
 from store.late import LateResults
 from store.leases import (
     DEFAULT_ATTEMPTS,
@@ -112,30 +114,42 @@ class JobStore(LeaseRecovery, LateResults):
         owner_id: str | None = None,
         max_attempts: int = DEFAULT_ATTEMPTS,
         held: bool = False,
+        idempotency_key: str | None = None,
     ) -> tuple[str, str]:
         """Create the model row (owned by ``owner_id``) and its job in one transaction;
         returns (model id, job id). A ``held`` job is shown as queued but no worker takes it
-        until :meth:`start_held` (its image is still being built)."""
+        until :meth:`start_held` (its image is still being built). A key this submitter
+        used already raises DuplicateSubmission naming the first submission."""
         now = self.clock.now()
         model_id = str(uuid.uuid4())
+        row = ModelRow(
+            id=model_id,
+            task=task,
+            name=name,
+            runtime=runtime,
+            image_id=image_id,
+            owner_id=owner_id,
+            created_at=now,
+            idempotency_key=idempotency_key,
+        )
+        try:
+            job = self._insert(row, max_attempts, held, now)
+        except IntegrityError:
+            first = find_by_key(self.db, owner_id, idempotency_key) if idempotency_key else None
+            if first is None:
+                raise
+            raise DuplicateSubmission(first) from None
+        return model_id, job.id
+
+    def _insert(self, row: ModelRow, max_attempts: int, held: bool, now: datetime) -> JobRow:
         with self.db.session() as session, session.begin():
-            session.add(
-                ModelRow(
-                    id=model_id,
-                    task=task,
-                    name=name,
-                    runtime=runtime,
-                    image_id=image_id,
-                    owner_id=owner_id,
-                    created_at=now,
-                )
-            )
+            session.add(row)
             session.flush()  # the job's foreign key needs the model row first
-            job = _new_job(model_id, task, max_attempts, HELD_STAGE if held else "queued", now)
+            job = _new_job(row.id, row.task, max_attempts, HELD_STAGE if held else "queued", now)
             if held:
                 job.available_at = now + HOLD
             session.add(job)
-        return model_id, job.id
+        return job
 
     def start_held(self, model_id: str, runtime: dict[str, Any] | None = None) -> bool:
         """Let a held job run now, with ``runtime`` as its model's runtime when given. False

@@ -62,6 +62,11 @@ class ModelRow(Base):
     # model keeps its scores and its place, and backfills skip it, saying so.
     image_gone_at: Mapped[datetime | None]
     image_gone: Mapped[str | None] = mapped_column(String(300))
+    # The client's Idempotency-Key: a repeat by the same submitter is the first submission.
+    idempotency_key: Mapped[str | None] = mapped_column(String(128))
+    __table_args__ = (
+        UniqueConstraint("owner_id", "idempotency_key", name="uq_models_owner_idempotency_key"),
+    )
 
 
 class JobRow(Base):
