@@ -456,3 +456,29 @@ def test_a_model_that_kills_itself_is_still_its_own_crash(sandboxed):
     _dead(sandboxed)
     reason = sandboxed.exit_reason()
     assert reason is not None and reason.code == FailureCode.CRASHED, reason
+
+
+def test_a_sandbox_whose_owner_died_ends_within_its_keepalive(docker_client, example_image, owner):
+    """A killed embedded `serve` left its sandbox running for 1,950 s (the guard's cap):
+    the guard now ends the run once its owner's keep-alive pings stop."""
+    runtime = DockerRuntime(
+        example_image("null"),
+        LIMITS,
+        client=docker_client,
+        label_owner=owner,
+        guard_keepalive_s=4.0,
+    )
+    try:
+        endpoint = runtime.start()
+        assert wait_http(endpoint.host, endpoint.port) == 200
+        time.sleep(6.0)  # past the window: the pings kept it going
+        assert runtime.alive()
+        runtime._stop_keepalive()  # as if the owner's process had died
+        runtime._hard_stop_timer.cancel()  # noqa: SLF001 - nor does its timer fire
+        _dead(runtime, budget_s=15.0)
+        guard = docker_client.api.inspect_container(runtime.guard_id)["State"]
+        assert not guard["Running"]
+        reason = runtime.exit_reason()
+        assert reason is not None and reason.code != FailureCode.PLATFORM_ERROR  # no kill
+    finally:
+        runtime.stop()

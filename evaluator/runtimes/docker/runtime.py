@@ -84,6 +84,7 @@ class DockerRuntime(Runtime):
         lease: str | None = None,
         guard_lifetime_s: float | None = None,
         host_cpus: Collection[int] | None = None,
+        guard_keepalive_s: float = sandbox.GUARD_KEEPALIVE_S,
     ) -> None:
         self.image = image
         self.limits = limits
@@ -95,6 +96,9 @@ class DockerRuntime(Runtime):
         self.guard_image = guard_image
         self.hard_timeout_s = hard_timeout_s or limits.startup_s + limits.total_s + 60.0
         self.guard_lifetime_s = guard_lifetime_s or self.hard_timeout_s + sandbox.GUARD_MARGIN_S
+        self.guard_keepalive_s = guard_keepalive_s
+        self._alive = threading.Event()  # set while this process keeps the guard alive
+        self._stopping = threading.Event()  # wakes the keep-alive thread to end it
         self.lease = lease
         self.run_id = sandbox.new_run_id()
         self.ref: ImageRef | None = None
@@ -137,8 +141,10 @@ class DockerRuntime(Runtime):
                     self.guard_image,
                     lifetime_s=self.guard_lifetime_s,
                     lease=self.lease,
+                    keepalive_s=self.guard_keepalive_s,
                 )
                 self.guard_id = guard.id
+                self._start_keepalive(guard.id)
                 self.host = sandbox.guard_ip(guard, network.name)
                 self.joined_id = self_container.attach(self.client, network.id)
                 container = self.client.containers.run(self.ref.image_id, **self._run_kwargs())
@@ -207,6 +213,25 @@ class DockerRuntime(Runtime):
             },
         }
 
+    def _start_keepalive(self, guard_id: str) -> None:
+        """Ping the guard while this runtime runs: if this process dies, the pings stop and
+        the guard ends the sandbox within ``guard_keepalive_s``."""
+        if self.guard_keepalive_s <= 0:
+            return
+        self._alive.set()
+        every = min(sandbox.KEEPALIVE_PING_S, self.guard_keepalive_s / 3)
+
+        def ping() -> None:
+            while self._alive.is_set():
+                sandbox.keep_alive(self.client, guard_id)
+                self._stopping.wait(every)
+
+        threading.Thread(target=ping, name=f"guard-keepalive-{self.run_id}", daemon=True).start()
+
+    def _stop_keepalive(self) -> None:
+        self._alive.clear()
+        self._stopping.set()
+
     def _arm_hard_stop_timer(self) -> None:
         """Remove the sandbox after ``hard_timeout_s`` even if nobody calls ``stop()``."""
         self._hard_stop_timer = threading.Timer(self.hard_timeout_s, self._hard_stop)
@@ -219,6 +244,7 @@ class DockerRuntime(Runtime):
 
     def stop(self) -> None:
         """Keep the log tail and exit state, then remove model, guard and network. Idempotent."""
+        self._stop_keepalive()
         with self._lock:
             if self._hard_stop_timer is not None:
                 self._hard_stop_timer.cancel()
@@ -311,7 +337,9 @@ class DockerRuntime(Runtime):
                 decode=True,
             )
             for event in found:
-                return str((event.get("Actor") or {}).get("Attributes", {}).get("signal", "?"))
+                signal = str((event.get("Actor") or {}).get("Attributes", {}).get("signal", "?"))
+                if signal not in ("10", sandbox.KEEPALIVE_SIGNAL):  # our keep-alive pings
+                    return signal
         except DockerException:
             return None
         return None

@@ -36,6 +36,7 @@ bind port 80 (Dynalab 2.0 images listen there).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -62,14 +63,32 @@ SANDBOX_USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
 GUARD_UID = 10002  # not the model's uid: the model must not be able to signal or ptrace it
 GUARD_MARGIN_S = 30.0  # the guard outlives the runtime's hard-stop timer by this much
 
+# The guard outlives its owner by at most this long: a live owner signals it (SIGUSR1,
+# through the engine) every KEEPALIVE_PING_S, and a guard that hears nothing for
+# GUARD_KEEPALIVE_S exits, ending the model. A killed worker's sandbox so stops within a
+# minute and a half, not after the run's whole budget.
+GUARD_KEEPALIVE_S = 90.0
+KEEPALIVE_PING_S = 10.0
+KEEPALIVE_SIGNAL = "SIGUSR1"
+
 # The guard's PID 1 after it dropped privileges: reap orphans of the shared PID namespace
-# (they are reparented here) until the lifetime ($1 of the shell script) is over.
+# (they are reparented here) until the lifetime ($1 of the shell script) is over, or until
+# no keep-alive came for the window ($3; 0: none expected). Only the engine can send it
+# one: the model runs as another uid and cannot signal it.
 _GUARD_INIT = """import os, signal, sys, time
-end = time.monotonic() + float(sys.argv[1])
+hard_end = time.monotonic() + float(sys.argv[1])
+window = float(sys.argv[2])
+def deadline():
+    return min(hard_end, time.monotonic() + window) if window > 0 else hard_end
+end = deadline()
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+signal.signal(signal.SIGUSR1, lambda *_: None)
+waited = {signal.SIGCHLD, signal.SIGUSR1}
+signal.pthread_sigmask(signal.SIG_BLOCK, waited)
 while (left := end - time.monotonic()) > 0:
-    signal.sigtimedwait({signal.SIGCHLD}, left)
+    got = signal.sigtimedwait(waited, left)
+    if got is not None and got.si_signo == signal.SIGUSR1:
+        end = deadline()
     try:
         while os.waitpid(-1, os.WNOHANG)[0] > 0:
             pass
@@ -78,7 +97,8 @@ while (left := end - time.monotonic()) > 0:
 """
 
 # Runs as root with NET_ADMIN (+ SETUID/SETGID/SETPCAP to drop them), then runs the init
-# capless. Arguments: $1 the lifetime in seconds, $2 the init's source.
+# capless. Arguments: $1 the lifetime in seconds, $2 the init's source, $3 the keep-alive
+# window in seconds (0: none).
 _GUARD_SCRIPT = f"""set -eu
 ip route del default 2>/dev/null || true
 ip -6 route del default 2>/dev/null || true
@@ -98,7 +118,7 @@ if ! rules ip6tables 2>/dev/null; then
 fi
 echo {READY_LINE}
 exec setpriv --reuid={GUARD_UID} --regid={GUARD_UID} --clear-groups \\
-  --inh-caps=-all --bounding-set=-all python3 -I -S -c "$2" "$1"
+  --inh-caps=-all --bounding-set=-all python3 -I -S -c "$2" "$1" "$3"
 """
 
 
@@ -163,13 +183,23 @@ def start_guard(
     *,
     lifetime_s: float,
     lease: str | None = None,
+    keepalive_s: float = 0.0,
 ) -> Container:
-    """Start the namespace-owning guard, which exits after ``lifetime_s``, and wait until
-    its rules are in place."""
+    """Start the namespace-owning guard, which exits after ``lifetime_s`` (or after
+    ``keepalive_s`` without a :func:`keep_alive`, when not 0), and wait until its rules
+    are in place."""
     try:
         guard = client.containers.run(
             pinned_image(client, image),
-            ["/bin/sh", "-c", _GUARD_SCRIPT, "guard", str(float(lifetime_s)), _GUARD_INIT],
+            [
+                "/bin/sh",
+                "-c",
+                _GUARD_SCRIPT,
+                "guard",
+                str(float(lifetime_s)),
+                _GUARD_INIT,
+                str(float(keepalive_s)),
+            ],
             name=f"dynaeval-{run_id}-guard",
             detach=True,
             network=network_name,
@@ -203,6 +233,13 @@ def start_guard(
             )
         time.sleep(0.02)
     raise EvaluationError(FailureCode.PLATFORM_ERROR, "the network guard was not ready in time")
+
+
+def keep_alive(client: docker.DockerClient, guard_id: str) -> None:
+    """Tell a guard its owner lives (it resets its keep-alive window); errors are ignored:
+    a missed ping is covered by the window, a gone guard has nothing to keep."""
+    with contextlib.suppress(APIError, DockerException):
+        client.api.kill(guard_id, signal=KEEPALIVE_SIGNAL)
 
 
 def guard_ip(guard: Container, network_name: str) -> str:
