@@ -23,7 +23,9 @@ from api.errors import ApiError
 from api.pages.visibility import decide_publication
 from api.quotas import quota_state
 from api.ratelimit import login_limited
+from api.schemas import FullMatch
 from store.accounts import MAX_TOKEN_DAYS, SESSION, AccountError, IssuedToken, csrf_token
+from store.accounts import NAME as USER_NAME
 from store.jobs import AlreadyQueued
 from store.principals import DEFAULT_TOKEN_SCOPES, ROLE_SCOPES, ROLES, SCOPES, Principal
 
@@ -101,9 +103,14 @@ class TokenListSchema(Schema):
 
 
 class UserCreateSchema(Schema):
-    name = fields.String(required=True)
+    # as store.accounts checks it: the schema promises no name the server refuses
+    name = fields.String(
+        required=True, validate=FullMatch(USER_NAME.pattern, error="1-64 of A-Z a-z 0-9 _ . @ -")
+    )
     role = fields.String(load_default="researcher", validate=validate.OneOf(ROLES))
-    password = fields.String(load_default=None, allow_none=True)
+    password = fields.String(
+        load_default=None, allow_none=True, validate=validate.Length(min=8, max=1024)
+    )
 
 
 class UserSchema(Schema):
@@ -252,8 +259,9 @@ class Tokens(MethodView):
             )
         store = accounts()
         expires_at = None
-        if expires_in_days is not None:
-            expires_at = store.clock.now() + timedelta(days=expires_in_days)
+        if expires_in_days is not None:  # any positive lifetime, a second at least
+            lifetime = max(timedelta(days=expires_in_days), timedelta(seconds=1))
+            expires_at = store.clock.now() + lifetime
         try:
             issued = store.create_token(_user_id(), name, scopes, expires_at=expires_at)
         except AccountError as exc:

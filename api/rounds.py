@@ -71,7 +71,11 @@ class RoundFormSchema(DatasetFormSchema):
 
 class RoundPatchSchema(Schema):
     weight = fields.Float(
-        required=True, validate=validate.Range(min=0, min_inclusive=False), allow_nan=False
+        required=True,
+        validate=validate.Range(min=0, min_inclusive=False),
+        allow_nan=False,
+        # OpenAPI 3.0: a boolean beside minimum (apispec documents only "minimum: 0")
+        metadata={"exclusiveMinimum": True, "description": "the round's weight, > 0"},
     )
 
 

@@ -23,7 +23,9 @@ class FullMatch(validate.Regexp):
 
 
 NAME = FullMatch(r"^[A-Za-z0-9][A-Za-z0-9 ._\-]{0,127}$", error="1-128 letters, digits, ' ._-'")
-_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+# Decimal, without an exponent, at most 15 digits each side: what the pattern allows is a
+# finite number (an exponent let "4e999", infinity, through the schema to a 400).
+_NUMBER = r"(?:[0-9]{1,15}(?:\.[0-9]{0,15})?|\.[0-9]{1,15})"
 _WEIGHT = rf" *(?:{'|'.join(AXES)}) *: *{_NUMBER} *"
 # What the leaderboard's ``weights`` may look like; the server refuses anything else (400
 # bad_weights) and then checks the numbers (finite, not all zero, each axis once).

@@ -57,18 +57,33 @@ def store() -> Views:
 
 
 # -- schemas ---------------------------------------------------------------------------------
-_WEIGHT = fields.Float(validate=validate.Range(min=0), allow_nan=False)
+# A weight is relative: bounded so any five of them add up to a finite number.
+MAX_WEIGHT = 1e6
+_WEIGHT = fields.Float(validate=validate.Range(min=0, max=MAX_WEIGHT), allow_nan=False)
 # Any printable text: a view's name is a label for people (its slug goes in URLs).
 VIEW_NAME = FullMatch(r"^[^\x00-\x1f\x7f]{1,128}$", error="1-128 characters, no control characters")
 
 
-class ViewCreateSchema(Schema):
-    name = fields.String(required=True, validate=VIEW_NAME)
-    weights = fields.Dict(
+def _axis_weights(description: str, **options: Any) -> fields.Dict:
+    """Axis -> weight >= 0, loaded as a dict (the server names an unknown axis in 422
+    ``invalid_weights``) and documented axis by axis, no other keys."""
+    weight = {"type": "number", "minimum": 0, "maximum": MAX_WEIGHT}
+    return fields.Dict(
         keys=fields.String(),
         values=_WEIGHT,
-        load_default=dict,
-        metadata={"description": "axis: weight >= 0; axes left out keep the task's default"},
+        metadata={
+            "description": description,
+            "properties": dict.fromkeys(AXES, weight),
+            "additionalProperties": False,
+        },
+        **options,
+    )
+
+
+class ViewCreateSchema(Schema):
+    name = fields.String(required=True, validate=VIEW_NAME)
+    weights = _axis_weights(
+        "axis: weight >= 0; axes left out keep the task's default", load_default=dict
     )
     round_weights = fields.Dict(
         keys=fields.String(),
@@ -79,12 +94,8 @@ class ViewCreateSchema(Schema):
 
 
 class SnapshotCreateSchema(Schema):
-    weights = fields.Dict(
-        keys=fields.String(),
-        values=_WEIGHT,
-        load_default=None,
-        metadata={"description": "as a view's; default: the leaderboard's default weights"},
-    )
+    # not nullable: apispec documents a nullable object as "any object"
+    weights = _axis_weights("as a view's; default: the leaderboard's default weights")
     round_weights = fields.Dict(keys=fields.String(), values=_WEIGHT, load_default=None)
 
 
@@ -258,7 +269,7 @@ def post_snapshot(body: dict[str, Any], task_name: str) -> tuple[dict[str, Any],
     """Freeze the task's leaderboard as it is now (default weights unless given)."""
     defaults = task_defaults(service(), task_or_404(task_name))
     task = defaults.task
-    axes = body["weights"] or {}
+    axes = body.get("weights") or {}
     rounds = body["round_weights"] if body["round_weights"] is not None else defaults.round_weights
     weights, round_weights = checked_weights(task, axes, rounds or {})
     return _snapshot_json(freeze(task, weights, round_weights)), 201

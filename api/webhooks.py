@@ -52,8 +52,24 @@ ok = success_docs(blp)
 
 
 # -- schemas ---------------------------------------------------------------------------------
+_PORT = r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+# What the documented schema promises to accept: an http(s) URL to a public host name (a
+# name with a top-level domain, not one that only resolves locally); an operator's
+# allow-list lets more through (local hosts, address literals), which it does not promise.
+WEBHOOK_URL = (
+    rf"^https?://(?!(?:{_LABEL}\.)*(?:local|localhost|internal)(?:[:/?#]|$))"
+    rf"(?:{_LABEL}\.)+[A-Za-z]{{2,63}}(?::{_PORT})?(?:[/?#][!-~]*)?$"
+)
+
+
 class WebhookCreateSchema(Schema):
-    url = fields.String(required=True, validate=validate.Length(min=1, max=2048))
+    url = fields.String(
+        required=True,
+        # the server's own check (invalid_url) also takes the operator's allow-listed hosts
+        validate=validate.Length(min=1, max=2048),
+        metadata={"pattern": WEBHOOK_URL},
+    )
     model_id = fields.String(
         load_default=None,
         allow_none=True,

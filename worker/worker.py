@@ -12,6 +12,7 @@ on restart), dead workers elsewhere (stale leases are checked even while busy), 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import threading
@@ -224,13 +225,18 @@ class Worker:
     def _next_job(self) -> ClaimedJob | None:
         """Settle what a dead predecessor (same id, same lock domain) left running, recover
         expired leases, then claim."""
+        self._settle_predecessor()
+        stalled = self.store.requeue_stalled(self.retry_policy, limit=self.reap_limit)
+        self._note_recovered(stalled, "its lease expired")
+        return self.store.claim(self.worker_id, self.lease_s, domain=self.domain or None)
+
+    def _settle_predecessor(self) -> None:
+        """Requeue what a dead predecessor (same id, same lock domain: the lock proves it
+        dead) left running; once per run, when the store answers."""
         if not self._predecessor_settled and self.domain:
             settled = self.store.settle_predecessor(self.worker_id, self.domain, self.retry_policy)
             self._note_recovered(settled, "its previous run died")
         self._predecessor_settled = True
-        stalled = self.store.requeue_stalled(self.retry_policy, limit=self.reap_limit)
-        self._note_recovered(stalled, "its lease expired")
-        return self.store.claim(self.worker_id, self.lease_s, domain=self.domain or None)
 
     def _note_recovered(self, job_ids: list[str], why: str) -> None:
         for job_id in job_ids:
@@ -459,6 +465,9 @@ class Worker:
         the sandbox's guard image before any job can load an upload."""
         from evaluator.runtimes.docker.sandbox import cleanup_leftovers, pin_guard_image
 
+        with contextlib.suppress(Exception):  # the store may be away: the loop retries
+            # first, so the predecessor's leases are dead and its sandboxes go at once
+            self._settle_predecessor()
         try:
             # only what no live lease holds: a same-named worker elsewhere may be running it
             cleanup_leftovers(
