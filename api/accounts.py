@@ -271,10 +271,14 @@ class Tokens(MethodView):
 
 @blp.route("/tokens/<token_id>", methods=["DELETE"])
 @ok(TokenSchema)
-@errors(401, 404)
+@errors(401, 403, 404)
 def revoke_token(token_id: str) -> dict[str, Any]:
-    """Revoke one of your tokens (DELETE); it answers 401 token_revoked from then on."""
-    found = accounts().revoke_token(_user_id(), token_id)
+    """Revoke one of your tokens (DELETE); it answers 401 token_revoked from then on. A
+    token holding scopes your credentials lack is 403 ``scope_not_allowed``."""
+    try:
+        found = accounts().revoke_token(_user_id(), token_id, within=principal().scopes)
+    except AccountError as exc:
+        raise _refused(exc) from None
     if found is None:
         raise ApiError(404, "unknown_token", f"you have no token {token_id!r}")
     return found
@@ -282,7 +286,7 @@ def revoke_token(token_id: str) -> dict[str, Any]:
 
 @blp.route("/tokens/<token_id>/rotate", methods=["POST"])
 @ok(IssuedTokenSchema, 201)
-@errors(401, 404, 422)
+@errors(401, 403, 404, 422)
 def rotate_token(token_id: str) -> tuple[dict[str, Any], int]:
     """Replace one of your tokens: the old one is revoked, the new secret shown once."""
     try:

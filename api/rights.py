@@ -8,8 +8,9 @@ submission, which private task, whose view) is the view's own check, through
 
 Scopes are what a credential may do: ``read`` reads what is yours, ``submit`` writes
 (submissions, views, snapshots, rounds, webhooks, examples), ``tokens`` manages your own API
-tokens, ``admin`` is the operator's. A write never needs less than ``submit``, and a token
-is never issued, rotated or re-issued with scopes beyond those of the credential asking.
+tokens, ``admin`` is the operator's. A write never needs less than ``submit`` (or
+``tokens`` for your own tokens), and no token is issued, rotated or revoked by a credential
+holding fewer scopes than it.
 """
 
 from __future__ import annotations

@@ -202,8 +202,8 @@ class Submissions(MethodView):
         task = task_or_404(task_name)
         key = idempotency_key()
         first = find_by_key(service().db, principal().user_id, key) if key else None
-        if first is not None:  # before the quota and the body: a replay costs nothing
-            return _replayed(first, task)
+        if first is not None:  # before the quota and the upload's checks: it costs nothing
+            return _replayed(first, task, _requested_name())
         refusal = quota_state(service(), task, principal()).refusal()
         if refusal is not None:  # before the body is read: nothing is stored
             raise refusal
@@ -217,7 +217,7 @@ class Submissions(MethodView):
         except SubmissionRefused as exc:
             raise _refusal(exc) from None
         except DuplicateSubmission as exc:  # the same key raced us to the insert
-            return _replayed(exc.first, task)
+            return _replayed(exc.first, task, _requested_name())
         return _submitted_body(task, submitted.model_id, submitted.job_id, submitted.name)
 
 
@@ -244,13 +244,24 @@ def idempotency_key() -> str | None:
     return key
 
 
-def _replayed(first: KeyedSubmission, task: TaskSpec) -> tuple[dict[str, Any], int]:
-    if first.task != task.name:
+def _requested_name() -> str | None:
+    """The submission name the request asks for (JSON or multipart), if it gives one."""
+    if request.mimetype == "multipart/form-data":
+        return request.form.get("name")
+    name = _json_body().get("name")
+    return name if isinstance(name, str) else None
+
+
+def _replayed(
+    first: KeyedSubmission, task: TaskSpec, name: str | None
+) -> tuple[dict[str, Any], int]:
+    """The first submission of a key, if this request asks for the same one."""
+    if first.task != task.name or (name is not None and name != first.name):
         raise ApiError(
             422,
             "idempotency_key_reused",
-            f"this {IDEMPOTENCY_HEADER} made a submission to task {first.task!r}; use a new "
-            "key for a new submission",
+            f"this {IDEMPOTENCY_HEADER} made submission {first.name!r} to task "
+            f"{first.task!r}; use a new key for a new submission",
         )
     body = _submitted_body(task, first.model_id, first.job_id, first.name, first.status)
     return body | {"replayed": True}, 200

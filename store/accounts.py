@@ -182,12 +182,27 @@ class Accounts:
             )
             return [_token_dict(row, self.clock.now()) for row in rows]
 
-    def revoke_token(self, user_id: str, token_id: str, kind: str = API) -> dict[str, Any] | None:
-        """Revoke one of the user's tokens; None when they have no such token."""
+    def revoke_token(
+        self,
+        user_id: str,
+        token_id: str,
+        kind: str = API,
+        within: frozenset[str] | None = None,
+    ) -> dict[str, Any] | None:
+        """Revoke one of the user's tokens; None when they have no such token. ``within``
+        is what the asking credential holds: a weaker token may not revoke a stronger one
+        (``scope_not_allowed``), so it cannot lock its owner out of their admin token."""
         with self.db.session() as session, session.begin():
             row = _owned_token(session, user_id, token_id, kind)
             if row is None:
                 return None
+            beyond = set(row.scopes.split()) - within if within is not None else set()
+            if beyond:
+                raise AccountError(
+                    "scope_not_allowed",
+                    f"the token holds scope(s) {', '.join(sorted(beyond))} that your "
+                    "credentials do not: revoke it with credentials that hold them",
+                )
             if row.revoked_at is None:
                 row.revoked_at = self.clock.now()
             return _token_dict(row, self.clock.now())

@@ -164,3 +164,19 @@ def test_concurrent_uploads_with_one_key_store_one(service: Service) -> None:
         thread.join(60)
     assert sorted(answers) == [200, 200, 200, 201]
     assert stored_rows(service) == (1, 1) and len(uploads(service)) == 1
+
+
+def test_a_key_repeated_with_another_name_is_refused(service: Service) -> None:
+    """A replay answered with the first submission whatever the body said (found from
+    outside): a different name under the same key is a mistake, said so."""
+    client = researcher(service)
+    headers = {"Idempotency-Key": KEY}
+    client.post("/api/v1/tasks/sentiment/submissions", json=REF, headers=headers)
+    other = client.post(
+        "/api/v1/tasks/sentiment/submissions", json={**REF, "name": "other"}, headers=headers
+    )
+    assert_error(other, 422, "idempotency_key_reused")
+    client.environ_base["HTTP_IDEMPOTENCY_KEY"] = "upload-key"
+    assert upload(client, image_tar()).status_code == 201
+    assert_error(upload(client, image_tar(), name="renamed"), 422, "idempotency_key_reused")
+    assert stored_rows(service) == (2, 2)

@@ -231,3 +231,17 @@ def test_the_read_scope_does_not_write(
     else:  # a page's form answers with a page
         assert response.status_code == 403
     assert client.get(f"/api/v1/views/{view}").status_code == 200
+
+
+def test_a_weaker_token_cannot_revoke_a_stronger_one(
+    admin_tokens: tuple[FlaskClient, Service, dict[str, str]],
+) -> None:
+    """A read+tokens token revoked its owner's admin token (found from outside): no lock-out
+    by a weaker credential; revoking one within its scopes still works."""
+    client, _, made = admin_tokens
+    signed_in(client, made["read+tokens"])
+    admin_id = made["id:read+submit+tokens+admin"]
+    assert_error(client.delete(f"/api/v1/tokens/{admin_id}"), 403, "scope_not_allowed")
+    assert client.delete(f"/api/v1/tokens/{made['id:read']}").get_json()["state"] == "revoked"
+    signed_in(client, made["read+submit+tokens+admin"])
+    assert client.get("/api/v1/users").status_code == 200

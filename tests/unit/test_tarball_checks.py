@@ -129,7 +129,9 @@ def test_a_layer_linking_to_a_missing_or_directory_member_is_refused(tmp: Path) 
         _add(tar, "d", type=tarfile.DIRTYPE)
         _link(tar, LAYER, "../d")
 
-    assert "not files in it" in _refused(_image(tmp / "m.tar", write_layer=False, extra=extra))
+    assert "does not lead to a file" in _refused(
+        _image(tmp / "m.tar", write_layer=False, extra=extra)
+    )
 
 
 def test_a_layer_linking_to_another_layer_of_the_archive_passes(tmp: Path) -> None:
@@ -201,3 +203,39 @@ def test_a_scan_over_its_cpu_time_is_refused(tmp: Path) -> None:
     packed = _gzipped(_image(tmp / "m.tar", layer_bytes=bytes(2**20)))
     message = _refused(packed, FailureCode.IMAGE_TOO_LARGE, cpu_clock=lambda: float(next(seconds)))
     assert "CPU time" in message
+
+
+def test_a_second_manifest_behind_a_directory_link_is_refused(tmp: Path) -> None:
+    """``x -> .`` then ``x/manifest.json``: docker load read the hidden manifest, the check
+    read the first one (found from outside)."""
+    decoy = json.dumps([{"Config": "b" * 64 + ".json", "Layers": ["zz/layer.tar"]}]).encode()
+
+    def extra(tar: tarfile.TarFile) -> None:
+        _link(tar, "x", ".")
+        _add(tar, "x/manifest.json", decoy)
+
+    _refused(_image(tmp / "m.tar", extra=extra))
+
+
+def test_a_link_reached_through_a_directory_link_is_refused(tmp: Path) -> None:
+    def extra(tar: tarfile.TarFile) -> None:
+        _link(tar, "a", ".")
+        _link(tar, "a/a/a/b", "../../../etc/passwd")  # really b -> ../../../etc/passwd
+
+    _refused(_image(tmp / "m.tar", extra=extra))
+
+
+@pytest.mark.parametrize("target", [".", "sub", "missing"])
+def test_a_link_to_a_directory_or_to_nothing_is_refused(tmp: Path, target: str) -> None:
+    def extra(tar: tarfile.TarFile) -> None:
+        _add(tar, "sub", type=tarfile.DIRTYPE)
+        _link(tar, "l", target)
+
+    assert "does not lead to a file" in _refused(_image(tmp / "m.tar", extra=extra))
+
+
+def test_a_file_then_a_directory_of_the_same_name_is_refused(tmp: Path) -> None:
+    tarball = _image(
+        tmp / "m.tar", extra=lambda tar: _add(tar, "manifest.json/", type=tarfile.DIRTYPE)
+    )
+    assert "two members named" in _refused(tarball)

@@ -305,16 +305,44 @@ def _scan_tarball(
                 if total > limits.max_image_bytes:
                     raise _OverBudget
                 name = _archive_name(info.name)
-                if name in members and not info.isdir():
+                _check_parents(name, members)
+                member = _member(info, name)
+                earlier = members.get(name)
+                if earlier is not None and not (earlier.kind == member.kind == "dir"):
                     raise _refuse(f"the tarball has two members named {name!r}")
-                members[name] = _member(info, name)
+                members[name] = member
                 if name == "manifest.json" and info.isfile():
                     if info.size > _MANIFEST_MAX:
                         raise _refuse("the tarball's manifest.json is implausibly large")
                     handle = tar.extractfile(info)
                     manifest = json.loads(handle.read()) if handle else None
         stream.drain()
+    _check_links(members)
     return manifest, members
+
+
+def _check_parents(name: str, members: Mapping[str, _Member]) -> None:
+    """No member may lie under a link: ``x -> .`` then ``x/manifest.json`` is a second
+    manifest to ``docker load`` that a reader of names alone never sees."""
+    parts = name.split("/")
+    for depth in range(1, len(parts)):
+        parent = members.get("/".join(parts[:depth]))
+        if parent is not None and parent.kind != "dir":
+            raise _refuse(
+                f"the tarball's member {name[:120]!r} lies under {'/'.join(parts[:depth])!r}, "
+                "which is not a directory"
+            )
+
+
+def _check_links(members: Mapping[str, _Member]) -> None:
+    """Every link must end at a regular file of the archive: a link to a directory would
+    let later names reach through it, one to nothing may be filled by the engine."""
+    for name, member in members.items():
+        if member.kind in ("symlink", "hardlink") and _resolve(name, members) is None:
+            raise _refuse(
+                f"the tarball's link {name[:120]!r} does not lead to a file of the archive "
+                "(links to directories, to nothing, or in long chains are refused)"
+            )
 
 
 def inspect_tarball(
