@@ -204,12 +204,12 @@ class Submissions(MethodView):
         first = find_by_key(service().db, principal().user_id, key) if key else None
         if first is not None:  # before the quota and the upload's checks: it costs nothing
             return _replayed(first, task, _requested_name())
-        refusal = quota_state(service(), task, principal()).refusal()
-        if refusal is not None:  # before the body is read: nothing is stored
-            raise refusal
-        # checked again under a lock around the insert: concurrent submissions passed above
-        admit = partial(quota_admission, service(), task, principal())
         try:
+            refusal = quota_state(service(), task, principal()).refusal()
+            if refusal is not None:  # before the body is read: nothing is stored
+                raise refusal
+            # checked again under a lock around the insert: concurrent ones passed above
+            admit = partial(quota_admission, service(), task, principal())
             if request.mimetype == "multipart/form-data":
                 submitted = _upload_submission(task, admit, key)
             else:
@@ -218,6 +218,13 @@ class Submissions(MethodView):
             raise _refusal(exc) from None
         except DuplicateSubmission as exc:  # the same key raced us to the insert
             return _replayed(exc.first, task, _requested_name())
+        except ApiError as exc:
+            # a retry while its first request was still being checked: that one may have
+            # taken the last of the quota meanwhile, and then it is the answer
+            first = find_by_key(service().db, principal().user_id, key) if key else None
+            if exc.status != 429 or first is None:
+                raise
+            return _replayed(first, task, _requested_name())
         return _submitted_body(task, submitted.model_id, submitted.job_id, submitted.name)
 
 

@@ -41,14 +41,9 @@ def make_private_dir(path: Path) -> None:
     """The data folder, created or narrowed to 0700: it holds the database, the blobs, the
     sealing key and the local admin's token."""
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if path.stat().st_mode & 0o077 and path.owner() == _me():
+    found = path.stat()
+    if found.st_mode & 0o077 and found.st_uid == os.getuid():  # a folder of ours only
         path.chmod(0o700)
-
-
-def _me() -> str:
-    import pwd
-
-    return pwd.getpwuid(os.getuid()).pw_name
 
 
 def make_private_sqlite(url: str) -> None:

@@ -9,6 +9,7 @@ they are and sealed by ``WebhookStore.seal_plaintext`` when a service opens.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -60,17 +61,22 @@ def is_sealed(stored: str) -> bool:
 
 
 def _folder_key(data_dir: Path) -> bytes:
-    """``<data_dir>/secret.key``, created 0600 exactly once (two first starts agree)."""
+    """``<data_dir>/secret.key``, made 0600 exactly once: written whole under a temporary
+    name and linked into place, so two first starts agree and a crash leaves no empty key."""
     path = data_dir / KEY_FILE
     data_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return _read_key(path)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(Fernet.generate_key())
-        handle.flush()
-        os.fsync(handle.fileno())
+    if not path.exists():
+        temporary = data_dir / f".{KEY_FILE}.{os.getpid()}.{time.monotonic_ns()}"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(Fernet.generate_key())
+                handle.flush()
+                os.fsync(handle.fileno())
+            with contextlib.suppress(FileExistsError):  # another start linked its key first
+                os.link(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)
     return _read_key(path)
 
 

@@ -465,6 +465,11 @@ class Worker:
         the sandbox's guard image before any job can load an upload."""
         from evaluator.runtimes.docker.sandbox import cleanup_leftovers, pin_guard_image
 
+        try:  # before any job can load an upload, whatever happens below
+            pin_guard_image()
+        except Exception as exc:  # no engine (or no base image): nothing of ours can run there
+            log.debug("no guard image: %s", exc, extra=self._context())
+            return
         with contextlib.suppress(Exception):  # the store may be away: the loop retries
             # first, so the predecessor's leases are dead and its sandboxes go at once
             self._settle_predecessor()
@@ -473,7 +478,6 @@ class Worker:
             cleanup_leftovers(
                 self.worker_id, is_lease_alive=lambda lease: not self.store.lease_dead(lease)
             )
-            pin_guard_image()
             self.sandboxes.maybe_reap(force=True)
         except Exception as exc:  # no engine (or no base image): nothing of ours can run there
             log.debug("no docker preparation: %s", exc, extra=self._context())

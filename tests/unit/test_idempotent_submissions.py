@@ -180,3 +180,31 @@ def test_a_key_repeated_with_another_name_is_refused(service: Service) -> None:
     assert upload(client, image_tar()).status_code == 201
     assert_error(upload(client, image_tar(), name="renamed"), 422, "idempotency_key_reused")
     assert stored_rows(service) == (2, 2)
+
+
+def test_a_retry_that_meets_the_quota_its_first_request_used_is_that_submission(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The retry passed the key lookup while its first request was still being checked;
+    the first then took the last of the quota: the retry answered 429 for a submission
+    that had landed (found in review). It is now answered with that submission."""
+    import api.routes
+
+    client = researcher(service)
+    task = service.tasks["sentiment"]
+    service.tasks["sentiment"] = task.__class__(
+        **{**task.__dict__, "quotas": task.quotas.__class__(per_day=1, total=None)}
+    )
+    headers = {"Idempotency-Key": KEY}
+    first = client.post("/api/v1/tasks/sentiment/submissions", json=REF, headers=headers)
+    assert first.status_code == 201
+    real, looked = api.routes.find_by_key, []
+
+    def late(*args: Any) -> Any:  # the first lookup ran before the first request landed
+        looked.append(args)
+        return None if len(looked) == 1 else real(*args)
+
+    monkeypatch.setattr(api.routes, "find_by_key", late)
+    retry = client.post("/api/v1/tasks/sentiment/submissions", json=REF, headers=headers)
+    assert retry.status_code == 200, retry.get_json()
+    assert retry.get_json()["id"] == first.get_json()["id"] and len(looked) == 2

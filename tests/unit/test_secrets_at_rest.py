@@ -113,3 +113,22 @@ def test_the_key_comes_from_the_settings_when_set(tmp_path: Path) -> None:
     assert not (tmp_path / "a" / KEY_FILE).exists()
     with pytest.raises(SettingsError, match="secret_key"):
         load_settings(environ={"DYNAEVAL_SECRET_KEY": "short"}, cwd=tmp_path)
+
+
+def test_a_crash_while_making_the_key_leaves_no_empty_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key was created empty and then written: a crash between the two left an empty
+    secret.key and every later start failed (found in review)."""
+
+    def crash(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "link", crash)
+    with pytest.raises(KeyboardInterrupt):
+        Sealer.for_data_dir(tmp_path)
+    assert list(tmp_path.iterdir()) == []  # neither the key nor its temporary file
+    monkeypatch.undo()
+    sealed = Sealer.for_data_dir(tmp_path).seal("whsec_x")
+    assert Sealer.for_data_dir(tmp_path).open(sealed) == "whsec_x"
+    assert _mode(tmp_path / KEY_FILE) == 0o600

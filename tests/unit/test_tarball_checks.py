@@ -148,7 +148,7 @@ def test_a_layer_linking_to_another_layer_of_the_archive_passes(tmp: Path) -> No
 @pytest.mark.parametrize("kind", [tarfile.CHRTYPE, tarfile.BLKTYPE, tarfile.FIFOTYPE])
 def test_special_files_are_refused(tmp: Path, kind: bytes) -> None:
     tarball = _image(tmp / "m.tar", extra=lambda tar: _add(tar, "dev/x", type=kind))
-    assert "special file" in _refused(tarball)
+    assert "only files, directories and links" in _refused(tarball)
 
 
 def test_a_member_named_twice_is_refused(tmp: Path) -> None:
@@ -239,3 +239,74 @@ def test_a_file_then_a_directory_of_the_same_name_is_refused(tmp: Path) -> None:
         tmp / "m.tar", extra=lambda tar: _add(tar, "manifest.json/", type=tarfile.DIRTYPE)
     )
     assert "two members named" in _refused(tarball)
+
+
+# -- what Python's tarfile and Go's archive/tar (docker load) read differently -----------------
+def _decoy_manifest() -> bytes:
+    return json.dumps([{"Config": "b" * 64 + ".json", "Layers": ["zz/layer.tar"]}]).encode()
+
+
+def test_a_global_pax_header_is_refused(tmp: Path) -> None:
+    """Python applies a global header's path to the next member, Go ignores it: one archive
+    named two ways (found in review)."""
+    tarball = tmp / "g.tar"
+    with tarfile.open(
+        tarball, "w", format=tarfile.PAX_FORMAT, pax_headers={"path": "decoy"}
+    ) as tar:
+        _add(tar, CONFIG, b"{}")
+        _add(tar, LAYER, b"l")
+        _add(tar, "manifest.json", json.dumps([{"Config": CONFIG, "Layers": [LAYER]}]).encode())
+    assert "docker save" in _refused(tarball)
+
+
+@pytest.mark.parametrize("fmt", [tarfile.GNU_FORMAT], ids=["gnu"])
+def test_headers_without_posix_ustar_magic_are_refused(tmp: Path, fmt: int) -> None:
+    tarball = tmp / "gnu.tar"
+    with tarfile.open(tarball, "w", format=fmt) as tar:
+        _add(tar, CONFIG, b"{}")
+    assert "ustar magic" in _refused(tarball)
+
+
+def test_a_v7_header_is_refused(tmp: Path) -> None:
+    """Old-style headers (no magic): Python and Go treat their prefix and end differently."""
+    tarball = _image(tmp / "m.tar")
+    data = bytearray(tarball.read_bytes())
+    data[257:265] = bytes(8)  # the first header's magic and version
+    data[148:156] = b" " * 8
+    data[148:156] = f"{sum(data[:512]):06o}\x00 ".encode()
+    tarball.write_bytes(bytes(data))
+    assert "ustar magic" in _refused(tarball)
+
+
+def test_a_pax_path_or_a_long_name_is_refused(tmp: Path) -> None:
+    """docker save's names fit ustar; a PAX path (or a GNU long name) is where readers part."""
+    tarball = _image(tmp / "m.tar", extra=lambda tar: _add(tar, "d/" + "x" * 120, b"x"))
+    assert "PAX record 'path'" in _refused(tarball)
+
+
+def test_data_after_the_end_of_the_archive_is_refused(tmp: Path) -> None:
+    """Python stopped at a header it could not parse and skipped the rest unread; Go read on."""
+    tarball = _image(tmp / "m.tar")
+    with tarfile.open(tmp / "second.tar", "w") as tar:
+        _add(tar, "manifest.json", _decoy_manifest())
+    tarball.write_bytes(tarball.read_bytes() + (tmp / "second.tar").read_bytes())
+    _refused(tarball)
+
+
+def test_a_zstd_skippable_frame_is_refused(tmp: Path) -> None:
+    polyglot = tmp / "z.tar"
+    polyglot.write_bytes(b"\x50\x2a\x4d\x18" + _image(tmp / "m.tar").read_bytes())
+    assert "zstd" in _refused(polyglot)
+
+
+def test_a_huge_header_is_refused_before_it_is_read(tmp: Path) -> None:
+    """A 512 MiB GNU long-name header cost 55 s of CPU and 1 GB of memory in one read."""
+    packed = tmp / "l.tar.gz"
+    with gzip.open(packed, "wb", compresslevel=1) as out:
+        header = tarfile.TarInfo("././@LongLink")
+        header.type, header.size = tarfile.GNUTYPE_LONGNAME, 64 << 20
+        out.write(header.tobuf(format=tarfile.GNU_FORMAT))
+        for _ in range(64):
+            out.write(b"a" * (1 << 20))
+    message = _refused(packed)
+    assert "ustar magic" in message

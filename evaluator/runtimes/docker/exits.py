@@ -33,6 +33,16 @@ def hard_timeout(limit_s: float) -> ExitReason:
     )
 
 
+def keepalive_expired(window_s: float) -> ExitReason:
+    """The guard heard from no owner for its keep-alive window (an engine or worker stall)
+    and ended the run: the platform's fault."""
+    return ExitReason(
+        FailureCode.PLATFORM_ERROR,
+        f"the sandbox ended itself after {window_s:.0f} s without its worker's keep-alive "
+        "(the worker or the engine stalled); the job is retried",
+    )
+
+
 def killed_from_outside(signal: str) -> ExitReason:
     """The model or its guard was killed by someone outside the sandbox: not the model's
     doing, so the platform's fault (retried, never charged)."""

@@ -306,6 +306,8 @@ class DockerRuntime(Runtime):
         """Why the model died or stopped answering: OOM, pids, disk, or its exit code."""
         if self._hard_stopped:
             return exits.hard_timeout(self.hard_timeout_s)
+        if self._guard_exit_code() == sandbox.KEEPALIVE_EXPIRED:
+            return exits.keepalive_expired(self.guard_keepalive_s)
         state = self._settled_state()
         if state is None:
             return None
@@ -321,6 +323,16 @@ class DockerRuntime(Runtime):
             return reason
         killer = self._killed_from_outside()
         return exits.killed_from_outside(killer) if killer else reason
+
+    def _guard_exit_code(self) -> int | None:
+        """The guard's exit code once it has exited (None while it runs or is gone)."""
+        if self.guard_id is None:
+            return None
+        try:
+            state = self.client.api.inspect_container(self.guard_id)["State"]
+        except DockerException:
+            return None
+        return None if state.get("Running") else int(state.get("ExitCode") or 0)
 
     def _killed_from_outside(self) -> str | None:
         """The signal someone outside the sandbox (``docker kill``, an operator, the host)

@@ -70,6 +70,7 @@ GUARD_MARGIN_S = 30.0  # the guard outlives the runtime's hard-stop timer by thi
 GUARD_KEEPALIVE_S = 90.0
 KEEPALIVE_PING_S = 10.0
 KEEPALIVE_SIGNAL = "SIGUSR1"
+KEEPALIVE_EXPIRED = 75  # the guard's exit code when its owner stopped pinging it
 
 # The guard's PID 1 after it dropped privileges: reap orphans of the shared PID namespace
 # (they are reparented here) until the lifetime ($1 of the shell script) is over, or until
@@ -94,6 +95,7 @@ while (left := end - time.monotonic()) > 0:
             pass
     except ChildProcessError:
         pass
+sys.exit(75 if end < hard_end else 0)  # 75: no keep-alive came, the platform's doing
 """
 
 # Runs as root with NET_ADMIN (+ SETUID/SETGID/SETPCAP to drop them), then runs the init

@@ -11,7 +11,6 @@ import json
 import os
 import posixpath
 import re
-import tarfile
 import time
 import zlib
 from collections.abc import Callable, Mapping
@@ -22,6 +21,7 @@ from typing import Any, BinaryIO
 from configs.schema import Limits
 from configs.vocabulary.failures import FailureCode
 from evaluator.errors import EvaluationError
+from evaluator.runtimes.docker.ustar import Header, TarRefused, UstarReader
 
 MAX_TAR_MEMBERS = 100_000
 _MANIFEST_MAX = 1 << 20
@@ -91,6 +91,11 @@ class _Budgeted:
         cost = target - self.pos if target >= self.pos else target
         if self.work + cost > self.budget:  # refused before the decompressor runs
             raise _OverBudget
+        if isinstance(self.raw, _SingleGzip) and target >= self.pos:
+            while self.pos < target:  # inflating: piece by piece, the clock checked each time
+                if not self.read(min(_DRAIN_CHUNK, target - self.pos)):
+                    break
+            return self.pos
         self.work += cost
         self.pos = self.raw.seek(target)
         return self.pos
@@ -98,11 +103,13 @@ class _Budgeted:
     def tell(self) -> int:
         return self.pos
 
-    def drain(self) -> None:
-        """Read to the end (trailing padding or junk after the archive) under the budget: the
-        engine may decompress it all when it loads the tarball."""
-        while self.read(_DRAIN_CHUNK):
-            pass
+    def drain_zeros(self) -> bool:
+        """Read to the end under the budget (the engine may decompress it all when it loads
+        the tarball); whether everything after the archive was zero padding."""
+        zeros = True
+        while chunk := self.read(_DRAIN_CHUNK):
+            zeros = zeros and not chunk.strip(b"\x00")
+        return zeros
 
 
 class _SingleGzip:
@@ -114,7 +121,7 @@ class _SingleGzip:
         self.path = path
         self.handle = open(path, "rb")  # noqa: SIM115 - closed by close()
         self.inflater = zlib.decompressobj(wbits=31)
-        self.pending, self.pos, self.produced = b"", 0, 0
+        self.pending, self.pos, self.produced = bytearray(), 0, 0
 
     def read(self, size: int = -1) -> bytes:
         want = size if size is not None and size >= 0 else _DRAIN_CHUNK
@@ -135,7 +142,8 @@ class _SingleGzip:
                 "the image tarball is gzip with more than one member or trailing bytes; "
                 "compress it as one stream (`docker save IMAGE | gzip`)"
             )
-        data, self.pending = self.pending[:want], self.pending[want:]
+        data = bytes(self.pending[:want])
+        del self.pending[:want]
         self.pos += len(data)
         return data
 
@@ -182,6 +190,11 @@ def _decompressed(path: Path) -> BinaryIO:
         magic = handle.read(6)
     if magic.startswith(b"\x1f\x8b"):
         return _SingleGzip(path)  # type: ignore[return-value]
+    if magic[1:4] == b"\x2a\x4d\x18" and magic[0] & 0xF0 == 0x50:  # zstd skippable frame
+        raise UnsupportedCompression(
+            "the image tarball starts with a zstd frame; upload it plain or gzipped "
+            "(`docker save IMAGE | gzip`)"
+        )
     for prefix, name in _REFUSED_MAGIC.items():
         if magic.startswith(prefix):
             raise UnsupportedCompression(
@@ -250,22 +263,18 @@ def _archive_name(name: str, what: str = "a member") -> str:
     return plain
 
 
-def _member(info: tarfile.TarInfo, name: str) -> _Member:
+def _member(header: Header, name: str) -> _Member:
     """The member's kind; links are resolved to archive names and must stay inside."""
-    if info.isdir():
-        return _Member("dir")
-    if info.isfile():
-        return _Member("file")
-    if info.issym():
-        if info.linkname.startswith("/"):
+    if header.kind in ("dir", "file"):
+        return _Member(header.kind)
+    if header.kind == "symlink":
+        if header.linkname.startswith("/"):
             raise _refuse(f"the tarball's symlink {name!r} points outside it (absolute)")
-        target = posixpath.normpath(posixpath.join(posixpath.dirname(name), info.linkname))
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(name), header.linkname))
         if target == ".." or target.startswith("../"):
             raise _refuse(f"the tarball's symlink {name!r} points outside it")
         return _Member("symlink", target)
-    if info.islnk():
-        return _Member("hardlink", _archive_name(info.linkname, f"a hard link in {name!r} to"))
-    raise _refuse(f"the tarball's member {name!r} is a device, FIFO or other special file")
+    return _Member("hardlink", _archive_name(header.linkname, f"a hard link in {name!r} to"))
 
 
 def _resolve(name: str, members: Mapping[str, _Member]) -> str | None:
@@ -294,29 +303,27 @@ def _scan_tarball(
     total = 0
     with _decompressed(path) as raw:
         stream = _Budgeted(raw, _budget(path, limits), _cpu_seconds(path), cpu_clock)
-        with tarfile.open(fileobj=stream, mode="r:") as tar:  # type: ignore[call-overload]
-            while (info := tar.next()) is not None:
-                if len(members) >= MAX_TAR_MEMBERS:
-                    raise _refuse(
-                        f"the tarball has more than {MAX_TAR_MEMBERS:,} members; "
-                        "a `docker save` of one image has far fewer"
-                    )
-                total += max(0, info.size)
-                if total > limits.max_image_bytes:
-                    raise _OverBudget
-                name = _archive_name(info.name)
-                _check_parents(name, members)
-                member = _member(info, name)
-                earlier = members.get(name)
-                if earlier is not None and not (earlier.kind == member.kind == "dir"):
-                    raise _refuse(f"the tarball has two members named {name!r}")
-                members[name] = member
-                if name == "manifest.json" and info.isfile():
-                    if info.size > _MANIFEST_MAX:
-                        raise _refuse("the tarball's manifest.json is implausibly large")
-                    handle = tar.extractfile(info)
-                    manifest = json.loads(handle.read()) if handle else None
-        stream.drain()
+        tar = UstarReader(stream)
+        while (header := tar.next()) is not None:
+            if len(members) >= MAX_TAR_MEMBERS:
+                raise _refuse(
+                    f"the tarball has more than {MAX_TAR_MEMBERS:,} members; "
+                    "a `docker save` of one image has far fewer"
+                )
+            total += header.size
+            if total > limits.max_image_bytes:
+                raise _OverBudget
+            name = _archive_name(header.name)
+            _check_parents(name, members)
+            member = _member(header, name)
+            earlier = members.get(name)
+            if earlier is not None and not (earlier.kind == member.kind == "dir"):
+                raise _refuse(f"the tarball has two members named {name!r}")
+            members[name] = member
+            if name == "manifest.json" and header.kind == "file":
+                manifest = json.loads(tar.read_data(header, _MANIFEST_MAX))
+        if not stream.drain_zeros():
+            raise _refuse("the tarball has data after its end (only zero padding may follow)")
     _check_links(members)
     return manifest, members
 
@@ -407,7 +414,12 @@ def inspect_tarball(
         raise EvaluationError(
             not_loadable, "the tarball's manifest.json is nested too deeply"
         ) from None
-    except (tarfile.TarError, EOFError, OSError, ValueError, zlib.error) as exc:
+    except TarRefused as exc:
+        raise EvaluationError(
+            not_loadable,
+            f"the image tarball is corrupt or not a tar archive as `docker save` writes one: {exc}",
+        ) from None
+    except (EOFError, OSError, ValueError, zlib.error) as exc:
         raise EvaluationError(
             not_loadable, f"the image tarball is corrupt or not a tar archive ({exc})"
         ) from None
