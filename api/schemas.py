@@ -23,9 +23,10 @@ class FullMatch(validate.Regexp):
 
 
 NAME = FullMatch(r"^[A-Za-z0-9][A-Za-z0-9 ._\-]{0,127}$", error="1-128 letters, digits, ' ._-'")
-# Decimal, without an exponent, at most 15 digits each side: what the pattern allows is a
-# finite number (an exponent let "4e999", infinity, through the schema to a 400).
-_NUMBER = r"(?:[0-9]{1,15}(?:\.[0-9]{0,15})?|\.[0-9]{1,15})"
+# Bounded so that whatever the pattern allows is a finite number (an unbounded exponent let
+# "4e999", infinity, through the schema to a 400); wide enough for any number a browser
+# writes (17 significant digits, "1e-7").
+_NUMBER = r"(?:[0-9]{1,20}(?:\.[0-9]{0,20})?|\.[0-9]{1,20})(?:[eE][+-]?[0-9]{1,2})?"
 _WEIGHT = rf" *(?:{'|'.join(AXES)}) *: *{_NUMBER} *"
 # What the leaderboard's ``weights`` may look like; the server refuses anything else (400
 # bad_weights) and then checks the numbers (finite, not all zero, each axis once).
