@@ -38,6 +38,7 @@ from store.jobs import JobStore
 from store.queries import Queries
 from store.sealing import Sealer
 from store.webhooks import WebhookStore
+from worker.sandboxes import REAP_EVERY_S, SandboxReaper
 from worker.worker import Worker, default_worker_id
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class Service:
     rate_limits: RateLimits = RateLimits()
     max_dataset_bytes: int = 64 * 2**20  # a held-out set uploaded through the API
     _live: LivePool | None = None  # collection's running models, started on first use
+    _reaper_stop: threading.Event = field(default_factory=threading.Event)
     # seals webhook secrets at rest (the settings' secret_key, else the data folder's own)
     sealer: Sealer = field(default_factory=Sealer.ephemeral)
 
@@ -158,7 +160,22 @@ class Service:
             self.workers.append(worker)
             self.threads.append(thread)
 
+    def start_sandbox_reaper(self, every_s: float = REAP_EVERY_S) -> None:
+        """Without embedded workers, this process still removes sandboxes whose lease is
+        dead (a killed worker's), as every worker does: an API-only server reaps too."""
+        reaper = SandboxReaper(self.store, self.clock, f"serve-{self.instance}")
+        stopping = self._reaper_stop
+
+        def run() -> None:
+            while not stopping.wait(every_s):
+                reaper.maybe_reap(force=True)
+
+        thread = threading.Thread(target=run, name="sandbox-reaper", daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
     def stop_workers(self, timeout: float = 30.0) -> None:
+        self._reaper_stop.set()
         for worker in self.workers:
             worker.stop()
         for thread in self.threads:

@@ -213,6 +213,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if examples:
         check_example_runtime(args.example_runtime)  # fail fast, before anything listens
     service.start_workers(args.workers, grace_s=args.grace_s)
+    if args.workers == 0:  # no worker here to reap a dead worker's sandboxes: serve does
+        service.start_sandbox_reaper()
     app = create_app(service)
     server = _http_server(args, app)
     base = f"http://{args.host}:{server.server_port}"

@@ -426,3 +426,30 @@ def test_job_log_lines_carry_the_job_and_worker_ids_and_the_factory_gets_the_lea
     jobs = [r for r in caplog.records if job_id in r.getMessage()]
     assert len(jobs) >= 2
     assert all((r.job_id, r.worker_id) == (job_id, "w1") for r in jobs)  # type: ignore[attr-defined]
+
+
+def test_an_api_only_server_reaps_dead_workers_sandboxes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A killed worker's sandbox waited for another worker to reap it; `serve --workers 0`
+    (an API-only server) now runs the same lease-checked reaper."""
+    from api.service import Service
+    from worker.sandboxes import SandboxReaper
+
+    passes = threading.Event()
+    forced: list[bool] = []
+
+    def reap(self: SandboxReaper, *, force: bool = False) -> int:
+        forced.append(force)
+        passes.set()
+        return 0
+
+    monkeypatch.setattr(SandboxReaper, "maybe_reap", reap)
+    service = Service.open(tmp_path / "data")
+    try:
+        service.start_sandbox_reaper(every_s=0.01)
+        reaper = service.threads[-1]
+        assert passes.wait(BOUND_S) and forced[0] is True
+    finally:
+        service.close()
+    assert not reaper.is_alive()  # it ends with the service
