@@ -201,7 +201,7 @@ class Submissions(MethodView):
         or charged twice, so a client that timed out may simply retry."""
         task = task_or_404(task_name)
         key = idempotency_key()
-        first = find_by_key(service().db, principal().user_id, key) if key else None
+        first = _made_by(key)
         if first is not None:  # before the quota and the upload's checks: it costs nothing
             return _replayed(first, task, _requested_name())
         try:
@@ -221,7 +221,7 @@ class Submissions(MethodView):
         except ApiError as exc:
             # a retry while its first request was still being checked: that one may have
             # taken the last of the quota meanwhile, and then it is the answer
-            first = find_by_key(service().db, principal().user_id, key) if key else None
+            first = _made_by(key)
             if exc.status != 429 or first is None:
                 raise
             return _replayed(first, task, _requested_name())
@@ -249,6 +249,11 @@ def idempotency_key() -> str | None:
             f"{IDEMPOTENCY_HEADER} must be 1-128 of A-Z a-z 0-9 . _ : - (a UUID will do)",
         )
     return key
+
+
+def _made_by(key: str | None) -> KeyedSubmission | None:
+    """The submission the caller already made with ``key``, if any."""
+    return find_by_key(service().db, principal().user_id, key) if key else None
 
 
 def _requested_name() -> str | None:

@@ -196,13 +196,7 @@ class Accounts:
             row = _owned_token(session, user_id, token_id, kind)
             if row is None:
                 return None
-            beyond = set(row.scopes.split()) - within if within is not None else set()
-            if beyond:
-                raise AccountError(
-                    "scope_not_allowed",
-                    f"the token holds scope(s) {', '.join(sorted(beyond))} that your "
-                    "credentials do not: revoke it with credentials that hold them",
-                )
+            _check_within(row, within, "revoke")
             if row.revoked_at is None:
                 row.revoked_at = self.clock.now()
             return _token_dict(row, self.clock.now())
@@ -218,13 +212,7 @@ class Accounts:
             old = _owned_token(session, user_id, token_id, API)
             if old is None:
                 return None
-            beyond = set(old.scopes.split()) - within if within is not None else set()
-            if beyond:
-                raise AccountError(
-                    "scope_not_allowed",
-                    f"the token holds scope(s) {', '.join(sorted(beyond))} that your "
-                    "credentials do not: rotate it with credentials that hold them",
-                )
+            _check_within(old, within, "rotate")
             if old.revoked_at is not None:
                 raise AccountError("token_revoked", "a revoked token cannot be rotated")
             expires_at = None
@@ -331,6 +319,18 @@ class Accounts:
 
 def _owned_tasks(session: Session, user_id: str) -> frozenset[str]:
     return frozenset(session.scalars(select(TaskRow.name).where(TaskRow.owner_id == user_id)))
+
+
+def _check_within(row: TokenRow, within: frozenset[str] | None, verb: str) -> None:
+    """``scope_not_allowed`` when the token holds scopes the asking credential (``within``;
+    None: trusted local use) lacks: no weaker credential may rotate or revoke it."""
+    beyond = set(row.scopes.split()) - within if within is not None else set()
+    if beyond:
+        raise AccountError(
+            "scope_not_allowed",
+            f"the token holds scope(s) {', '.join(sorted(beyond))} that your credentials do "
+            f"not: {verb} it with credentials that hold them",
+        )
 
 
 def _owned_token(session: Session, user_id: str, token_id: str, kind: str) -> TokenRow | None:

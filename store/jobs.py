@@ -44,13 +44,12 @@ from store.leases import (
     held_by,
     lease_columns,
     new_token,
-    release_lease,
     settle,
     updated,
 )
 from store.models import AttemptRow, JobRow, ModelRow, TaskRow
-from store.results import store_result
-from store.webhooks import forget_model, notify_final
+from store.results import record_done
+from store.webhooks import forget_model
 
 HELD_STAGE = "queued: waiting for its image to build"
 HOLD = timedelta(days=3650)  # a held job is available "never", until start_held
@@ -287,13 +286,8 @@ class JobStore(LeaseRecovery, LateResults):
             if job is None:
                 return attempt_outcome(session, job_id, lease) == AttemptOutcome.DONE
             check_transition(job.status, JobStatus.DONE)
-            if job.model_id is not None:  # a round's job (an adversary run) stored its own
-                store_result(session, job, job.model_id, result, now)
-            job.status, job.progress, job.stage, job.finished_at = JobStatus.DONE, 1.0, "done", now
             close_attempt(session, job, AttemptOutcome.DONE, None, now)
-            # an earlier attempt's failure stays in its attempt row, not on a finished job
-            release_lease(job, None)
-            notify_final(session, job, now, result=result)  # the outbox, in this transaction
+            record_done(session, job, result, now)
         return True
 
     def fail(

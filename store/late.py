@@ -15,10 +15,9 @@ from configs.vocabulary.failures import is_platform_fault
 from configs.vocabulary.jobs import AttemptOutcome, JobStatus
 from configs.vocabulary.results import EvaluationResult
 from store.db import Database
-from store.leases import release_lease, updated
+from store.leases import updated
 from store.models import AttemptRow, JobRow
-from store.results import store_result
-from store.webhooks import notify_final
+from store.results import record_done
 
 
 class LateResults:
@@ -51,13 +50,8 @@ class LateResults:
                 return False  # not lost to its lease: recorded, failed or handed back
             if job.status == JobStatus.FAILED and not is_platform_fault(job.failure_code or ""):
                 return False  # ended for another reason (a cancel): that stands
-            if job.model_id is not None:
-                store_result(session, job, job.model_id, result, now)
-            job.status, job.progress, job.finished_at = JobStatus.DONE, 1.0, now
-            job.stage = "done (recorded after a store outage)"
             job.platform_faults = max(0, job.platform_faults - 1)  # the lost attempt was not
             mine.outcome, mine.finished_at = AttemptOutcome.DONE, now
             mine.failure_code = mine.failure_message = None
-            release_lease(job, None)
-            notify_final(session, job, now, result=result)
+            record_done(session, job, result, now, "done (recorded after a store outage)")
         return True

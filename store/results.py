@@ -9,9 +9,11 @@ from datetime import datetime
 from sqlalchemy import delete, tuple_
 from sqlalchemy.orm import Session
 
+from configs.vocabulary.jobs import JobStatus
 from configs.vocabulary.results import EvaluationResult
-from store.leases import existing
+from store.leases import existing, release_lease
 from store.models import JobRow, ModelRow, ResultRow, ScoreRow
+from store.webhooks import notify_final
 
 
 def store_result(
@@ -60,3 +62,17 @@ def _score_rows(job: JobRow, result: EvaluationResult) -> list[ScoreRow]:
     return [
         ScoreRow(model_id=job.model_id, job_id=job.id, **score.to_dict()) for score in result.scores
     ]
+
+
+def record_done(
+    session: Session, job: JobRow, result: EvaluationResult, now: datetime, stage: str = "done"
+) -> None:
+    """Mark ``job`` done with ``result`` in this transaction: its scores and summary (a
+    round's job, an adversary run, stored its own), the lease dropped, the outbox told.
+    The caller has closed the attempt that produced it (that needs the lease)."""
+    if job.model_id is not None:
+        store_result(session, job, job.model_id, result, now)
+    job.status, job.progress, job.stage, job.finished_at = JobStatus.DONE, 1.0, stage, now
+    # an earlier attempt's failure stays in its attempt row, not on a finished job
+    release_lease(job, None)
+    notify_final(session, job, now, result=result)  # the outbox, in this transaction

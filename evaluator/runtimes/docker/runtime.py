@@ -97,8 +97,7 @@ class DockerRuntime(Runtime):
         self.hard_timeout_s = hard_timeout_s or limits.startup_s + limits.total_s + 60.0
         self.guard_lifetime_s = guard_lifetime_s or self.hard_timeout_s + sandbox.GUARD_MARGIN_S
         self.guard_keepalive_s = guard_keepalive_s
-        self._alive = threading.Event()  # set while this process keeps the guard alive
-        self._stopping = threading.Event()  # wakes the keep-alive thread to end it
+        self._stopping = threading.Event()  # ends the guard's keep-alive pings
         self.lease = lease
         self.run_id = sandbox.new_run_id()
         self.ref: ImageRef | None = None
@@ -218,18 +217,16 @@ class DockerRuntime(Runtime):
         the guard ends the sandbox within ``guard_keepalive_s``."""
         if self.guard_keepalive_s <= 0:
             return
-        self._alive.set()
         every = min(sandbox.KEEPALIVE_PING_S, self.guard_keepalive_s / 3)
 
         def ping() -> None:
-            while self._alive.is_set():
+            while not self._stopping.is_set():
                 sandbox.keep_alive(self.client, guard_id)
                 self._stopping.wait(every)
 
         threading.Thread(target=ping, name=f"guard-keepalive-{self.run_id}", daemon=True).start()
 
     def _stop_keepalive(self) -> None:
-        self._alive.clear()
         self._stopping.set()
 
     def _arm_hard_stop_timer(self) -> None:
