@@ -73,6 +73,7 @@ class ClaimedJob:
     kind: JobKind = JobKind.EVALUATE
     spec: dict[str, Any] | None = None  # the kind's settings (a backfill's scope, an attack's)
     checkpoint: dict[str, Any] | None = None  # where an earlier attempt got to
+    platform_faults: int = 0  # the platform faults its earlier attempts suffered
 
 
 @dataclass(frozen=True)
@@ -363,6 +364,7 @@ def _claimed(session: Session, job_id: str, worker: str, token: str, now: dateti
         JobKind(job.kind or JobKind.EVALUATE),
         dict(job.spec) if job.spec else None,
         dict(job.checkpoint) if job.checkpoint else None,
+        job.platform_faults,
     )
 
 

@@ -153,7 +153,12 @@ class LeaseRecovery:
                 job = existing(session.get(JobRow, job_id, populate_existing=True))
                 close_attempt(session, job, AttemptOutcome.LOST, lost, now)
                 # the dead worker cannot decide; the same lifecycle decides in its place
-                settlement = policy.decide(lost.code, job.attempts, job.max_attempts, now)
+                settlement = policy.decide(
+                    lost.code,
+                    job.attempts,
+                    now,
+                    platform_faults=job.platform_faults,
+                )
                 settle(job, lost, settlement, now)
                 settled.append(job_id)
         return settled
@@ -230,6 +235,8 @@ def settle(job: JobRow, failure: Failure, settlement: Settlement, now: datetime)
     platform = is_platform_fault(failure.code)
     if job.status == JobStatus.RUNNING and platform:
         job.platform_faults += 1
+        if not status.final:  # our fault spent none of the submitter's attempts
+            job.max_attempts += 1
     job.status, job.stage = status, settlement.stage
     if status.final and platform:
         # still the platform's code, so quotas never charge it; an operator may retry it

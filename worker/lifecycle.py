@@ -24,5 +24,5 @@ def settle_failure(
     (the store's clock unless given). Returns the new status, or None when the claim (its
     lease token) no longer holds the job (then nothing is written)."""
     now = (clock or store.clock).now()
-    settlement = policy.decide(failure.code, job.attempt, job.max_attempts, now)
+    settlement = policy.decide(failure.code, job.attempt, now, platform_faults=job.platform_faults)
     return store.fail(job.id, worker_id, failure, settlement, lease=job.lease)

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from configs.vocabulary.failures import FailureCode
+from configs.vocabulary.failures import is_platform_fault
 
 
 class JobStatus(StrEnum):
@@ -100,34 +100,35 @@ class Settlement:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Platform faults are retried with exponential back-off while attempts remain; what the
-    submission caused is final (retrying cannot fix it, and it must not cost more runs), and
-    so is a cancel (not the submitter's fault, but a choice)."""
+    """Platform faults are retried with exponential back-off from a budget of their own
+    (``platform_budget`` faults per job), so our crashes never spend the submitter's attempts;
+    what the submission caused is final (retrying cannot fix it, and it must not cost more
+    runs), and so is a cancel (not the submitter's fault, but a choice)."""
 
     first_delay_s: float = 5.0
     max_delay_s: float = 300.0
+    platform_budget: int = 5  # platform faults one job may suffer before it fails for good
 
-    def retries(self, code: str, attempt: int, max_attempts: int) -> bool:
-        """Whether a job whose ``attempt`` ended with ``code`` runs again."""
-        if code == FailureCode.CANCELLED:  # someone chose to stop it: running again undoes that
-            return False
-        if code == FailureCode.IMAGE_GONE:  # no attempt can bring a removed image back
-            return False
-        try:
-            user_caused = FailureCode(code).user_caused
-        except ValueError:
-            user_caused = False  # an unknown code is our bug, not the researcher's
-        return not user_caused and attempt < max_attempts
+    def retries(self, code: str, platform_faults: int = 0) -> bool:
+        """Whether a job whose attempt ended with ``code`` runs again; ``platform_faults``
+        counts the platform faults it suffered before this one."""
+        # Only the platform's faults run again (an unknown code is our bug, so ours too): a
+        # cancel was someone's choice, a gone image no attempt brings back, and what the
+        # submission caused no rerun fixes.
+        return is_platform_fault(code) and platform_faults + 1 < self.platform_budget
 
     def delay(self, attempt: int) -> timedelta:
         """5 s, 10 s, 20 s, ... after attempts 1, 2, 3, ..., capped at 5 minutes."""
         exponent = min(max(0, attempt - 1), 32)  # past 2**32 the cap holds anyway
         return timedelta(seconds=min(self.max_delay_s, self.first_delay_s * 2**exponent))
 
-    def decide(self, code: str, attempt: int, max_attempts: int, now: datetime) -> Settlement:
-        """The settlement of a job whose ``attempt`` (of ``max_attempts``) failed with
-        ``code`` at ``now``."""
-        if self.retries(code, attempt, max_attempts):
+    def decide(
+        self, code: str, attempt: int, now: datetime, *, platform_faults: int = 0
+    ) -> Settlement:
+        """The settlement of a job whose ``attempt`` failed with ``code`` at ``now``, after
+        ``platform_faults`` earlier platform faults. The submitter's attempts play no part:
+        what they caused is final, and only the platform's budget allows another run."""
+        if self.retries(code, platform_faults):
             return Settlement(JobStatus.QUEUED, now + self.delay(attempt), f"retrying after {code}")
         return Settlement(JobStatus.FAILED, None, "failed")
 

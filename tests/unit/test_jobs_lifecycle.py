@@ -77,29 +77,35 @@ FINAL = Settlement(F, None, "failed")
 
 
 @pytest.mark.parametrize(
-    ("code", "attempt", "max_attempts", "settlement"),
+    ("code", "attempt", "faults_before", "settlement"),
     [
-        ("platform_error", 1, 3, requeued("platform_error", 5)),
-        ("platform_error", 2, 3, requeued("platform_error", 10)),
-        ("platform_error", 3, 3, FINAL),
-        ("platform_error", 4, 3, FINAL),
-        ("platform_error", 1, 1, FINAL),
-        ("platform_error", 4, 9, requeued("platform_error", 40)),
-        ("worker_lost", 1, 3, requeued("worker_lost", 5)),
-        ("worker_lost", 3, 3, FINAL),
-        ("an_unknown_code", 1, 3, requeued("an_unknown_code", 5)),  # our bug, not theirs
-        ("an_unknown_code", 3, 3, FINAL),
-        ("cancelled", 1, 3, FINAL),  # not the submitter's fault, yet never run again
-        ("cancelled", 1, 9, FINAL),
-        (FailureCode.CANCELLED, 2, 3, FINAL),
-        ("image_gone", 1, 3, FINAL),  # retention removed it: no attempt brings it back
-        (FailureCode.IMAGE_GONE, 2, 9, FINAL),
-        *[(code.value, 1, 3, FINAL) for code in USER_CAUSED],
-        *[(code, 1, 3, FINAL) for code in USER_CAUSED],  # the enum decides like its value
+        ("platform_error", 1, 0, requeued("platform_error", 5)),
+        ("platform_error", 2, 1, requeued("platform_error", 10)),
+        ("platform_error", 3, 2, requeued("platform_error", 20)),  # not the submitter's 3
+        ("platform_error", 5, 3, requeued("platform_error", 80)),
+        ("platform_error", 5, 4, FINAL),  # the platform's own budget of 5 is spent
+        ("platform_error", 9, 4, FINAL),
+        ("worker_lost", 4, 3, requeued("worker_lost", 40)),
+        ("worker_lost", 5, 4, FINAL),
+        ("an_unknown_code", 1, 0, requeued("an_unknown_code", 5)),  # our bug, not theirs
+        ("an_unknown_code", 5, 4, FINAL),
+        ("cancelled", 1, 0, FINAL),  # not the submitter's fault, yet never run again
+        (FailureCode.CANCELLED, 2, 0, FINAL),
+        ("image_gone", 1, 0, FINAL),  # retention removed it: no attempt brings it back
+        (FailureCode.IMAGE_GONE, 2, 0, FINAL),
+        *[(code.value, 1, 0, FINAL) for code in USER_CAUSED],
+        *[(code, 1, 0, FINAL) for code in USER_CAUSED],  # the enum decides like its value
     ],
 )
-def test_decide(code: str, attempt: int, max_attempts: int, settlement: Settlement) -> None:
-    assert DEFAULT_RETRY_POLICY.decide(code, attempt, max_attempts, NOW) == settlement
+def test_decide(code: str, attempt: int, faults_before: int, settlement: Settlement) -> None:
+    decided = DEFAULT_RETRY_POLICY.decide(code, attempt, NOW, platform_faults=faults_before)
+    assert decided == settlement
+
+
+def test_the_platform_budget_is_a_policy_setting() -> None:
+    strict = RetryPolicy(platform_budget=1)
+    assert strict.decide("worker_lost", 1, NOW) == FINAL
+    assert RetryPolicy(platform_budget=2).decide("worker_lost", 1, NOW).status == Q
 
 
 def test_blame_of_the_codes_that_are_nobodys_fault() -> None:
@@ -108,15 +114,15 @@ def test_blame_of_the_codes_that_are_nobodys_fault() -> None:
 
 def test_every_settlement_is_a_legal_move_of_a_running_job() -> None:
     for code, attempt in product(FailureCode, range(1, 5)):
-        settlement = DEFAULT_RETRY_POLICY.decide(code, attempt, 3, NOW)
+        settlement = DEFAULT_RETRY_POLICY.decide(code, attempt, NOW)
         assert check_transition(R, settlement.status) is settlement.status
         assert (settlement.available_at is None) == settlement.status.final
 
 
 def test_decide_is_pure() -> None:
-    first = DEFAULT_RETRY_POLICY.decide("platform_error", 1, 3, NOW)
-    assert DEFAULT_RETRY_POLICY.decide("platform_error", 1, 3, NOW) == first
-    later = DEFAULT_RETRY_POLICY.decide("platform_error", 1, 3, NOW + timedelta(hours=1))
+    first = DEFAULT_RETRY_POLICY.decide("platform_error", 1, NOW)
+    assert DEFAULT_RETRY_POLICY.decide("platform_error", 1, NOW) == first
+    later = DEFAULT_RETRY_POLICY.decide("platform_error", 1, NOW + timedelta(hours=1))
     assert later.available_at == first.available_at + timedelta(hours=1)
 
 
@@ -140,7 +146,7 @@ def test_retry_delay_is_exponential_and_capped(attempt: int, seconds: int) -> No
 def test_a_policy_sets_its_own_back_off() -> None:
     policy = RetryPolicy(first_delay_s=1, max_delay_s=3)
     assert [policy.delay(n).total_seconds() for n in (1, 2, 3, 4)] == [1, 2, 3, 3]
-    assert policy.decide("worker_lost", 2, 3, NOW).available_at == NOW + timedelta(seconds=2)
+    assert policy.decide("worker_lost", 2, NOW).available_at == NOW + timedelta(seconds=2)
 
 
 def test_platform_faults_are_the_platforms_and_never_the_submitters() -> None:

@@ -100,7 +100,7 @@ def test_every_claim_has_its_own_token_and_only_that_token_holds_the_job(
     second = claim(store, "same-id")
     assert first.lease != second.lease and len(second.lease) >= 32
     stale = Failure(FailureCode.PLATFORM_ERROR, "late")
-    settlement = POLICY.decide(stale.code, first.attempt, first.max_attempts, clock.now())
+    settlement = POLICY.decide(stale.code, first.attempt, clock.now())
     assert not store.heartbeat(job_id, "same-id", 60, 0.9, "late", lease=first.lease)
     assert not store.finish(job_id, "same-id", done(), lease=first.lease)
     assert store.fail(job_id, "same-id", stale, settlement, lease=first.lease) is None
@@ -129,7 +129,7 @@ def test_a_fail_retried_after_a_lost_acknowledgement_writes_nothing_twice(
     job_id = submit(store)
     job = claim(store)
     crash = Failure(FailureCode.CRASHED, "exited with code 3")
-    settlement = POLICY.decide(crash.code, job.attempt, job.max_attempts, clock.now())
+    settlement = POLICY.decide(crash.code, job.attempt, clock.now())
     assert store.fail(job_id, "w", crash, settlement, lease=job.lease) == JobStatus.FAILED
     assert store.fail(job_id, "w", crash, settlement, lease=job.lease) == JobStatus.FAILED
     assert [(a.outcome, a.failure_code) for a in attempt_rows(db, job_id)] == [
@@ -193,14 +193,14 @@ def test_worker_deaths_end_failed_as_the_platforms_fault_and_are_never_charged(
     user = Accounts(db, clock).add_user("researcher", "researcher")["id"]
     job_id = submit(store, owner_id=user)
     day = datetime(2000, 1, 1)
-    for _ in range(3):
+    for _ in range(POLICY.platform_budget):
         claim(store)
         assert charged_usage(db, user, "sentiment", day).total == 1  # a live job is charged
         assert lose_worker(store, clock) == [job_id]
         clock.advance(600)  # past any back-off
     job = row(db, job_id)
-    assert (job.status, job.failure_code, job.platform_faults) == ("failed", "worker_lost", 3)
-    assert "3 platform faults" in job.stage
+    assert (job.status, job.failure_code, job.platform_faults) == ("failed", "worker_lost", 5)
+    assert "5 platform faults" in job.stage
     assert charged_usage(db, user, "sentiment", day).total == 0
 
 
@@ -208,7 +208,7 @@ def test_an_operator_retries_a_failed_job_with_a_fresh_budget_and_its_history_ke
     store: JobStore, db: Database, clock: ManualClock
 ) -> None:
     job_id = submit(store)
-    for _ in range(3):
+    for _ in range(POLICY.platform_budget):
         claim(store)
         lose_worker(store, clock)
         clock.advance(600)
@@ -221,10 +221,10 @@ def test_an_operator_retries_a_failed_job_with_a_fresh_budget_and_its_history_ke
         None,
         0,
     )
-    assert (job.attempts, job.max_attempts, job.available_at) == (3, 6, clock.now())
+    assert (job.attempts, job.max_attempts, job.available_at) == (5, 8, clock.now())
     again = claim(store)
-    assert again.attempt == 4 and again.max_attempts == 6
-    assert [a.outcome for a in attempt_rows(db, job_id)] == ["lost", "lost", "lost", None]
+    assert again.attempt == 6 and again.max_attempts == 8
+    assert [a.outcome for a in attempt_rows(db, job_id)] == ["lost"] * 5 + [None]
     with pytest.raises(NotRetryable, match="is running; only failed jobs"):
         store.retry(job_id)
     assert store.finish(job_id, "w", done(), lease=again.lease)

@@ -43,7 +43,7 @@ def lost_until_failed(service: Service) -> tuple[str, str]:
         if job is None:
             break
         settlement = DEFAULT_RETRY_POLICY.decide(
-            lost.code, job.attempt, job.max_attempts, service.clock.now()
+            lost.code, job.attempt, service.clock.now(), platform_faults=job.platform_faults
         )
         service.store.fail(job.id, "w", lost, settlement, lease=job.lease)
     return model_id, job_id

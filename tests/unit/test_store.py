@@ -115,7 +115,7 @@ def fail(
     """What a worker does with a failed attempt: decide with the lifecycle, let the store
     apply it under the claim's lease (``lease`` overrides the token, for intruders)."""
     settlement = DEFAULT_RETRY_POLICY.decide(
-        failure.code, job.attempt, job.max_attempts, store.clock.now()
+        failure.code, job.attempt, store.clock.now(), platform_faults=job.platform_faults
     )
     token = job.lease if lease is None else lease
     return store.fail(job.id, worker, failure, settlement, lease=token)
@@ -386,12 +386,14 @@ def test_user_caused_failure_is_final_with_code_message_and_log(
     assert store.claim("w2", 60) is None  # final, however long one waits
 
 
-def test_platform_error_is_retried_with_back_off_until_max_attempts(
+def test_platform_faults_retry_from_their_own_budget_not_the_submitters_attempts(
     store: JobStore, db: Database, clock: ManualClock
 ) -> None:
+    """Repeated infrastructure faults never exhaust the submitter's 3 attempts: the platform
+    has a budget of its own (5 faults), with exponential back-off in between."""
     _, job_id = store.submit("sentiment", "m", RUNTIME, max_attempts=3)
     fault = Failure(FailureCode.PLATFORM_ERROR, "docker engine went away")
-    for attempt, delay_s in ((1, 5), (2, 10)):
+    for attempt, delay_s in ((1, 5), (2, 10), (3, 20), (4, 40)):
         claimed = claim(store)
         assert claimed.id == job_id and claimed.attempt == attempt
         assert fail(store, claimed, fault) == JobStatus.QUEUED
@@ -399,17 +401,17 @@ def test_platform_error_is_retried_with_back_off_until_max_attempts(
         assert job.status == JobStatus.QUEUED and job.stage == "retrying after platform_error"
         assert job.failure_code == "platform_error" and job.finished_at is None
         assert job.available_at == clock.now() + timedelta(seconds=delay_s)
+        assert job.max_attempts - job.attempts == 3  # none of the submitter's attempts spent
         clock.advance(delay_s - 1)
         assert store.claim("w", 60) is None  # backing off
         clock.advance(1)
     claimed = claim(store)
-    assert claimed.attempt == 3
+    assert claimed.attempt == 5 and claimed.platform_faults == 4
     assert fail(store, claimed, fault) == JobStatus.FAILED
-    assert job_row(db, job_id).status == JobStatus.FAILED
+    job = job_row(db, job_id)
+    assert job.status == JobStatus.FAILED and job.stage == "failed: gave up after 5 platform faults"
     assert [(a.attempt, a.outcome) for a in attempts(db, job_id)] == [
-        (1, "failed"),
-        (2, "failed"),
-        (3, "failed"),
+        (n, "failed") for n in range(1, 6)
     ]
 
 
@@ -486,7 +488,20 @@ def test_a_heartbeat_keeps_a_lease_from_expiring(store: JobStore, clock: ManualC
         assert requeue_stalled(store) == []
 
 
-def test_requeue_stalled_fails_after_max_attempts(
+def test_requeue_stalled_fails_once_the_platform_budget_is_spent(
+    store: JobStore, db: Database, clock: ManualClock
+) -> None:
+    _, job_id = store.submit("sentiment", "m", RUNTIME, max_attempts=1)
+    store.claim("dead-worker", lease_s=60)
+    clock.advance(61)
+    assert store.requeue_stalled(RetryPolicy(platform_budget=1)) == [job_id]
+    job = job_row(db, job_id)
+    assert job.status == JobStatus.FAILED and job.failure_code == "worker_lost"
+    assert job.finished_at == clock.now() and job.stage == "failed: gave up after 1 platform fault"
+    assert job.platform_faults == 1  # counted apart from what the submission caused
+
+
+def test_a_lost_worker_spends_none_of_a_one_attempt_budget(
     store: JobStore, db: Database, clock: ManualClock
 ) -> None:
     _, job_id = store.submit("sentiment", "m", RUNTIME, max_attempts=1)
@@ -494,9 +509,7 @@ def test_requeue_stalled_fails_after_max_attempts(
     clock.advance(61)
     assert requeue_stalled(store) == [job_id]
     job = job_row(db, job_id)
-    assert job.status == JobStatus.FAILED and job.failure_code == "worker_lost"
-    assert job.finished_at == clock.now() and job.stage == "failed: gave up after 1 platform fault"
-    assert job.platform_faults == 1  # counted apart from what the submission caused
+    assert (job.status, job.attempts, job.max_attempts) == (JobStatus.QUEUED, 1, 2)
 
 
 def test_requeue_stalled_decides_with_the_policy_it_is_given(

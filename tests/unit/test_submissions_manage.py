@@ -250,7 +250,7 @@ def _policy() -> Any:
 def test_a_cancel_is_not_the_submitters_fault_and_is_never_retried() -> None:
     failure = Failure(FailureCode.CANCELLED, "cancelled by alice")
     assert not failure.user_caused
-    assert not _policy().retries("cancelled", 1, 3)
+    assert not _policy().retries("cancelled")
 
 
 # -- cancelling over the API ------------------------------------------------------------------

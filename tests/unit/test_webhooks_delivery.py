@@ -184,10 +184,10 @@ def test_only_final_states_and_chosen_events_queue_deliveries(
     assert not jobs.cancel(model_id, "again").cancelled  # already final: no second delivery
     assert hooks.deliveries(only_done.id) == []
     assert [d["event"] for d in hooks.deliveries(one_model.id)] == []  # cancelled, not failed
-    _, job_2 = jobs.submit("toy", "m2", SPEC, owner_id=alice, max_attempts=1)
+    _, job_2 = jobs.submit("toy", "m2", SPEC, owner_id=alice)
     jobs.claim("w", 60)
     clock.advance(61)  # the worker died: its lease expires and settles the job as failed
-    assert jobs.requeue_stalled(RetryPolicy()) == [job_2]
+    assert jobs.requeue_stalled(RetryPolicy(platform_budget=1)) == [job_2]
     assert hooks.deliveries(only_done.id) == []  # failed, not done
     assert hooks.deliveries(one_model.id) == []  # another submission
 
@@ -196,10 +196,10 @@ def test_a_lost_worker_notifies_failed(db: Database, jobs: JobStore, clock: Manu
     alice = user(db)
     hooks = WebhookStore(db, SEALER, clock)
     hook, _ = hooks.create(alice, "https://hooks.example.com/a", ["failed"])
-    jobs.submit("toy", "m", SPEC, owner_id=alice, max_attempts=1)
+    jobs.submit("toy", "m", SPEC, owner_id=alice)
     jobs.claim("w", 60)
     clock.advance(61)
-    assert len(jobs.requeue_stalled(RetryPolicy())) == 1
+    assert len(jobs.requeue_stalled(RetryPolicy(platform_budget=1))) == 1
     [delivery] = hooks.deliveries(hook.id)
     assert delivery["event"] == "failed" and delivery["status"] == PENDING
 

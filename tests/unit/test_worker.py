@@ -23,7 +23,7 @@ from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
 from configs.vocabulary.clock import ManualClock
 from configs.vocabulary.failures import FailureCode
-from configs.vocabulary.jobs import JobStatus
+from configs.vocabulary.jobs import JobStatus, RetryPolicy
 from evaluator.errors import EvaluationError
 from evaluator.runtimes.runtime import Runtime
 from evaluator.tasks import load_tasks
@@ -146,6 +146,9 @@ def small_task(real_tasks: dict[str, TaskSpec]) -> TaskSpec:
     )
 
 
+ONE_RUN = RetryPolicy(platform_budget=1)  # a platform fault ends the job at once
+
+
 @dataclasses.dataclass
 class Env:
     db: Database
@@ -232,8 +235,8 @@ def test_runtime_factory_raising_ends_failed_with_a_reason(env: Env) -> None:
     def broken(spec: dict, task: TaskSpec, blobs: BlobStore, owner: str, *, lease: str) -> Runtime:
         raise RuntimeError("docker engine unreachable")
 
-    job_id = env.store.submit("sentiment", "m", FAKE, max_attempts=1)[1]
-    stats = env.worker(broken).work(burst=True)
+    job_id = env.store.submit("sentiment", "m", FAKE)[1]
+    stats = env.worker(broken, retry_policy=ONE_RUN).work(burst=True)
     assert stats.failed == 1
     job = env.job(job_id)
     assert job.status == JobStatus.FAILED and job.failure_code == "platform_error"
@@ -275,8 +278,8 @@ def test_user_caused_factory_error_is_final(env: Env) -> None:
 
 def test_job_of_an_unloaded_task_does_not_stay_running(env: Env) -> None:
     env.store.register_task("retired", 1, {})
-    job_id = env.store.submit("retired", "m", FAKE, max_attempts=1)[1]
-    env.worker(factory_of(lambda spec: FakeModel(), [])).work(burst=True)
+    job_id = env.store.submit("retired", "m", FAKE)[1]
+    env.worker(factory_of(lambda spec: FakeModel(), []), retry_policy=ONE_RUN).work(burst=True)
     job = env.job(job_id)
     assert job.status == JobStatus.FAILED and "not loaded" in job.failure_message
 
@@ -288,8 +291,10 @@ def test_unexpected_exception_in_evaluate_is_recorded(
         raise KeyError("bug in the pipeline")
 
     monkeypatch.setattr("worker.evaluation.run_evaluation", explode)
-    job_id = env.store.submit("sentiment", "m", FAKE, max_attempts=1)[1]
-    stats = env.worker(factory_of(lambda spec: FakeModel(), [])).work(burst=True)
+    job_id = env.store.submit("sentiment", "m", FAKE)[1]
+    stats = env.worker(factory_of(lambda spec: FakeModel(), []), retry_policy=ONE_RUN).work(
+        burst=True
+    )
     assert stats.failed == 1
     job = env.job(job_id)
     assert job.status == JobStatus.FAILED and "bug in the pipeline" in job.failure_message
@@ -308,8 +313,10 @@ def test_result_the_store_refuses_fails_the_job_instead_of_killing_the_worker(
         return result
 
     monkeypatch.setattr("worker.evaluation.run_evaluation", duplicated)
-    first = env.store.submit("sentiment", "dup", FAKE, max_attempts=1)[1]
-    stats = env.worker(factory_of(lambda spec: FakeModel(), [])).work(burst=True)
+    first = env.store.submit("sentiment", "dup", FAKE)[1]
+    stats = env.worker(factory_of(lambda spec: FakeModel(), []), retry_policy=ONE_RUN).work(
+        burst=True
+    )
     assert stats.failed == 1
     job = env.job(first)
     assert job.status == JobStatus.FAILED and job.failure_code == "platform_error"
