@@ -341,8 +341,10 @@ class Evaluation:
         return Failure(code, self.failure_text(message), self.failure_log(exc.log_tail))
 
     def exit_reason(self) -> ExitReason | None:
-        """The runtime's reason for the model's exit, if it gives a usable one: an unknown
-        or platform-side code, or an exception, leaves the symptom seen as the failure."""
+        """The runtime's reason for the model's exit, if it gives a usable one: the model's
+        own doing (an exit code, OOM), or the platform's (the engine saw the sandbox killed
+        from outside, the guard lost its worker). An unknown code or an exception leaves
+        the symptom seen as the failure."""
         time.sleep(0.2)  # let the engine record the exit before asking why
         try:
             reason = self.runtime.exit_reason()
@@ -353,7 +355,9 @@ class Evaluation:
         except Exception:
             log.exception("the %s runtime could not explain the failure", self.runtime.kind)
             return None
-        return reason if reason.code.user_caused else None
+        if reason.code.user_caused or reason.code.platform_fault:
+            return reason
+        return None
 
     def result(self, failure: Failure | None) -> EvaluationResult:
         result = EvaluationResult(

@@ -84,7 +84,7 @@ class Event:
         """A queue write that took effect for this process's hold of the job."""
         if self.error is not None:
             return False
-        if self.kind in ("heartbeat", "finish", "release"):
+        if self.kind in ("heartbeat", "finish", "finish_late", "release"):
             return self.answer is True
         return self.kind == "fail" and self.answer is not None
 
@@ -102,6 +102,7 @@ class WorkerHarness:
         forks: ForkServerContext,
     ) -> None:
         self.forks = forks
+        self.scenario = scenario
         self.tmp = tmp_path
         self.url = url
         self.rng = random.Random(scenario.seed)
@@ -146,6 +147,8 @@ class WorkerHarness:
             *("--events", str(slot.events_path)),
             *("--lease-s", str(LEASE_S), "--heartbeat-s", str(HEARTBEAT_S)),
             *("--poll-s", str(POLL_S), "--grace-s", str(GRACE_S)),
+            *("--retry-first-s", str(self.scenario.retry_first_s)),
+            *("--retry-max-s", str(max(2.0, self.scenario.retry_first_s))),
         ]
         with slot.log_path.open("a", encoding="utf-8") as log:
             log.write(f"----- start {slot.starts} -----\n")

@@ -144,6 +144,8 @@ def check(run: ChaosRun) -> tuple[list[str], list[str], set[str]]:
         )
     per_job = Counter(len(by_job.get(job.id, [])) for job in jobs)
     info.append(f"attempts per job: {dict(sorted(per_job.items()))}")
+    if run.s.keeps_results:
+        broken.extend(results_kept(jobs, by_job))
 
     status_of = {job.model_id: job.status for job in jobs}
     for owner in run.owners:
@@ -170,8 +172,13 @@ def check(run: ChaosRun) -> tuple[list[str], list[str], set[str]]:
     )
     for stop in run.stops:
         info.append(stop_evidence(run, stop, events, broken))
-    if not run.stops:
+    if run.s.stops and not run.stops:
         broken.append("graceful stop: no SIGTERM was sent while running")
+    if run.s.keeps_results:
+        held = {e.job for e in events if e.kind in ("finish", "finish_late") and e.error}
+        info.append(f"finished results held through the outage and stored after: {len(held)}")
+        if not held:
+            broken.append("the outage caught no worker holding a finished result (not exercised)")
     info.append(recovery_latency(run, list(attempts)))
     info.append(log_noise(run))
 
@@ -182,6 +189,25 @@ def check(run: ChaosRun) -> tuple[list[str], list[str], set[str]]:
         )
     broken.extend(f"while running: {text}" for text in run.findings)
     return broken, info, bad
+
+
+def results_kept(jobs: list[JobRow], by_job: dict[str, list[AttemptRow]]) -> list[str]:
+    """No worker died, so no finished evaluation may be lost: every job ran exactly once,
+    and no attempt is left lost (a held result recorded late turns its attempt done)."""
+    rerun = [job.id for job in jobs if len(by_job.get(job.id, [])) != 1]
+    lost = [a for rows in by_job.values() for a in rows if a.outcome == "lost"]
+    broken = []
+    if rerun:
+        broken.append(
+            f"no finished result lost: {len(rerun)} jobs ran more than once: "
+            + ", ".join(j[:8] for j in rerun[:12])
+        )
+    if lost:
+        broken.append(
+            f"no attempt lost while its worker lived: {len(lost)}: "
+            + ", ".join(f"{a.job_id[:8]}#{a.attempt}({a.worker})" for a in lost[:12])
+        )
+    return broken
 
 
 def stop_evidence(run: ChaosRun, stop: Stop, events: list[Event], broken: list[str]) -> str:

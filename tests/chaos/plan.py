@@ -49,7 +49,7 @@ from tests.chaos.harness import (
     kill_pid,
     model_processes,
 )
-from tests.chaos.scenario import MODEL, OUTAGE_S, TASK, Scenario
+from tests.chaos.scenario import MODEL, TASK, Scenario
 from tests.postgres import Cluster
 
 
@@ -115,8 +115,9 @@ class ChaosRun(WorkerHarness):
             plan.append(Action(int(n * 0.30), "db_restart"))
         if self.s.outage:
             plan.append(Action(int(n * 0.50), "outage"))
-        plan.append(Action(int(n * 0.40), "sigterm_twice"))  # a second signal: hand back now
-        plan.append(Action(int(n * 0.70), "sigterm"))
+        if self.s.stops:
+            plan.append(Action(int(n * 0.40), "sigterm_twice"))  # a second one: hand back now
+            plan.append(Action(int(n * 0.70), "sigterm"))
         self.plan = sorted(plan, key=lambda action: action.at_done)
         self.note("plan: " + ", ".join(f"{a.kind}@{a.at_done}" for a in self.plan))
 
@@ -132,9 +133,9 @@ class ChaosRun(WorkerHarness):
             self.lock_conn.isolation_level = None
             self.lock_conn.execute("BEGIN EXCLUSIVE")
             self.note("database write-LOCKED (BEGIN EXCLUSIVE from another connection)")
-        self.outage_end = time.monotonic() + OUTAGE_S
+        self.outage_end = time.monotonic() + self.s.outage_s
         live = [slot for slot in self.slots if slot.alive() and slot.signalled is None]
-        if live:  # a worker that starts inside the outage must wait for the database
+        if live and self.s.kills:  # a worker that starts inside the outage must wait for it
             self.kill(self.rng.choice(live), "inside the outage")
 
     def end_outage(self) -> None:

@@ -38,7 +38,7 @@ from store.jobs import JobStore
 log = logging.getLogger("chaos.worker")
 
 # The queue operations whose calls and answers the event log records.
-TRACED = ("claim", "heartbeat", "finish", "fail", "release", "settle_predecessor")
+TRACED = ("claim", "heartbeat", "finish", "finish_late", "fail", "release", "settle_predecessor")
 
 
 class EventLog:

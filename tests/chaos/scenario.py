@@ -37,6 +37,10 @@ class Scenario:
     seed: int
     drain_s: float  # every job final within this, or the test reports what is left
     owners: int = 4
+    outage_s: float = OUTAGE_S
+    stops: bool = True  # SIGTERM busy workers while running (a graceful stop and a "now")
+    keeps_results: bool = False  # no worker dies: every finished evaluation must be stored
+    retry_first_s: float = 0.5  # the workers' first back-off after a platform fault
 
 
 POSTGRES = Scenario(
@@ -49,6 +53,25 @@ POSTGRES = Scenario(
     outage="server",
     seed=20261123,
     drain_s=150.0,
+)
+# A store outage of ten leases (as 10 minutes is to the 60 s lease in production), with no
+# worker dying: the workers hold what they finished and record it once the store is back, so
+# no finished evaluation is lost or run twice. The production back-off (5 s) gives the holder
+# its head start over a re-claim.
+LONG_OUTAGE = Scenario(
+    backend="postgresql",
+    jobs=40,
+    worker_ids=("chaos-w0", "chaos-w1", "chaos-w2"),
+    lock_dirs=("host-a", "host-a", "host-a"),
+    kills=0,
+    db_restart=False,
+    outage="server",
+    seed=20261125,
+    drain_s=120.0,
+    outage_s=10 * LEASE_S,
+    stops=False,
+    keeps_results=True,
+    retry_first_s=5.0,
 )
 SQLITE = Scenario(
     backend="sqlite",

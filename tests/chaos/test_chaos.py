@@ -1,7 +1,11 @@
 """Chaos: jobs keep their promises while workers and the database misbehave.
 
 Worker processes run many cheap jobs while a seeded plan kills, stops and duplicates them
-and restarts the database and takes it away; afterwards every job must be done exactly once.
+and restarts the database and takes it away (once for two leases amid kills, once for ten
+leases with no worker dying, where no finished result may be lost); afterwards every job
+must be done exactly once. Elsewhere in this folder: concurrent first starts
+(test_first_start.py); ``docker kill`` of a model mid-job is in
+tests/integration/test_docker_worker.py, beside the engine fixtures it needs.
 The parts: tests/chaos/scenario.py (the two scenarios), tests/chaos/harness.py (the fork
 server's workers and their logs), tests/chaos/plan.py (the fault plan and its execution),
 tests/chaos/invariants.py (the checks and the failure report).
@@ -32,7 +36,7 @@ from tests.chaos.harness import Event, model_processes, parent_pid
 from tests.chaos.invariants import check, diagnosis, stale_writes
 from tests.chaos.plan import ChaosRun
 from tests.chaos.run_worker import PRELOAD
-from tests.chaos.scenario import POSTGRES, SQLITE, Scenario
+from tests.chaos.scenario import LONG_OUTAGE, POSTGRES, SQLITE, Scenario
 from tests.postgres import Cluster
 
 pytestmark = pytest.mark.slow
@@ -106,6 +110,17 @@ def run_scenario(run: ChaosRun) -> None:
 def test_chaos_postgresql(chaos_cluster: Cluster, forks: ForkServerContext, tmp_path: Path) -> None:
     url = new_database(chaos_cluster)
     with chaos(POSTGRES, tmp_path, url, chaos_cluster, forks) as run:
+        run_scenario(run)
+
+
+@pytest.mark.timeout(200)
+def test_a_store_outage_of_ten_leases_loses_no_finished_result(
+    chaos_cluster: Cluster, forks: ForkServerContext, tmp_path: Path
+) -> None:
+    """As a 10-minute outage is to the 60 s lease: the workers that finished meanwhile hold
+    their results and record them once the store is back; none is lost or run again."""
+    url = new_database(chaos_cluster)
+    with chaos(LONG_OUTAGE, tmp_path, url, chaos_cluster, forks) as run:
         run_scenario(run)
 
 

@@ -3,12 +3,14 @@ scored, nothing is left behind, and a restarted worker removes its predecessor's
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 
 from api.service import Service
 from configs.schema import Limits
+from configs.vocabulary.jobs import RetryPolicy
 from evaluator.runtimes.docker.runtime import DockerRuntime
 from worker.worker import Worker
 
@@ -66,3 +68,53 @@ def test_a_restarted_worker_removes_what_its_predecessor_left(
     finally:
         service.close()
         orphan.stop()
+
+
+def _kill_the_first_model(client, owner: str, killed: list[str], stop: threading.Event) -> None:
+    """``docker kill`` the first running model container of ``owner``'s runs, once."""
+    filters = {"label": [f"dynaeval.owner={owner}", "dynaeval.role=model"], "status": "running"}
+    while not stop.is_set() and not killed:
+        for container in client.api.containers(filters=filters):
+            client.api.kill(container["Id"])
+            killed.append(container["Id"])
+            return
+        stop.wait(0.02)
+
+
+def test_docker_kill_of_a_model_is_retried_as_the_platforms_fault(
+    task_dir: Path, tmp_path: Path, example_image, owner: str, docker_client
+) -> None:
+    """Chaos on the engine: an operator's (or the engine's) ``docker kill`` of a running model
+    ends that attempt as ``platform_error``, the job runs again from the platform's budget and
+    is scored once; the submitter is not blamed and none of their attempts is spent."""
+    service = Service.open(tmp_path / "data", config_dir=task_dir)
+    killed: list[str] = []
+    stop = threading.Event()
+    killer = threading.Thread(
+        target=_kill_the_first_model, args=(docker_client, owner, killed, stop), daemon=True
+    )
+    try:
+        spec = {"kind": "docker", "image": example_image("sentiment_lexicon"), "protocol": "v1"}
+        model_id, _ = service.store.submit("zoo", "killed-once", spec)
+        killer.start()
+        worker = Worker(
+            service.store,
+            service.blobs,
+            service.tasks,
+            worker_id=owner,
+            config_dir=task_dir,
+            retry_policy=RetryPolicy(first_delay_s=0.0),  # the retry is claimable at once
+        )
+        stats = worker.work(burst=True)
+        assert killed, "the model was never seen running"
+        job = service.queries.submission(model_id)["job"]
+        history = [(a["outcome"], a["failure_code"]) for a in job["attempt_history"]]
+        assert history == [("failed", "platform_error"), ("done", None)], job
+        assert (stats.done, stats.requeued, job["status"]) == (1, 1, "done")
+        # the killed attempt came from the platform's budget: 1 of the submitter's 3 spent
+        assert (job["attempts"], job["max_attempts"]) == (2, 4)
+        assert managed(docker_client, owner) == []
+    finally:
+        stop.set()
+        killer.join(timeout=10)
+        service.close()

@@ -381,8 +381,8 @@ class UnexplainedRuntime(ProcessRuntime):
 
 @pytest.mark.parametrize(
     "reason",
-    [None, ("no_such_code", "?"), ("platform_error", "?")],
-    ids=["raises", "unknown", "ours"],
+    [None, ("no_such_code", "?"), ("cancelled", "?")],
+    ids=["raises", "unknown", "not-an-exit"],
 )
 def test_a_broken_exit_reason_keeps_the_symptom_seen(
     toy_task: TaskSpec,
@@ -397,6 +397,21 @@ def test_a_broken_exit_reason_keeps_the_symptom_seen(
     assert result.failure is not None and result.failure.user_caused
     assert result.failure.code == FailureCode.CRASHED.value, result.failure
     assert "fatal: dying on predict call 2" in result.failure.log_tail
+
+
+def test_the_runtimes_account_of_a_platform_kill_replaces_the_symptom(
+    toy_task: TaskSpec, config_dir: Path, blobs: LocalBlobStore
+) -> None:
+    """The engine saw the sandbox killed from outside: the platform's fault (retried, never
+    charged), not the ``crashed`` the dropped connection looked like."""
+    command = server_command(V1_SERVER, "die_after", "--after", "1")
+    killed = ("platform_error", "the model's sandbox was killed from outside")
+    result = run_evaluation(
+        toy_task, UnexplainedRuntime(command, killed), blobs, config_dir=config_dir
+    )
+    assert result.failure is not None and not result.failure.user_caused
+    assert result.failure.code == FailureCode.PLATFORM_ERROR.value, result.failure
+    assert "killed from outside" in result.failure.message
 
 
 def sent_texts(examples: Sequence[Example]) -> set[str]:
