@@ -15,13 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from api.ratelimit import RateLimits
 from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
 from configs.settings import load_settings
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
+from configs.yamltext import parse_yaml
 from evaluator.inputs.datasets import load_examples
 from evaluator.inputs.perturbed_sets import dataset_hash
 from evaluator.live import LivePool
@@ -249,7 +248,7 @@ def default_allowed_registries() -> list[str]:
 
 def example_catalog(config_dir: Path = CONFIG_DIR) -> list[dict[str, Any]]:
     """The example models listed in ``configs/examples.yaml``."""
-    data = yaml.safe_load((config_dir / "examples.yaml").read_text(encoding="utf-8"))
+    data = parse_yaml((config_dir / "examples.yaml").read_text(encoding="utf-8"))
     return list(data["models"])
 
 

@@ -28,6 +28,7 @@ from configs.schema import (
 )
 from configs.vocabulary.axes import AXES
 from configs.vocabulary.registry import UnknownName
+from configs.yamltext import parse_yaml
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 BLOB_PREFIX = "blob:"  # a dataset path naming a blob-store key instead of a file
@@ -133,7 +134,7 @@ def _finite_number(value: Any) -> bool:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = parse_yaml(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(str(path), "-", "file not found") from None
     except yaml.YAMLError as exc:

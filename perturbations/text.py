@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml
 
+from configs.yamltext import parse_yaml
+
 LEXICON_DIR = Path(__file__).resolve().parents[1] / "configs" / "lexicons"
 
 # ASCII words, with an optional inner apostrophe part ("don't", "King's").
@@ -60,7 +62,7 @@ def load_lexicon(filename: str, path: Path | None = None) -> dict[str, Any]:
     ``version``."""
     path = path or LEXICON_DIR / filename
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = parse_yaml(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise LexiconError(f"{path}: lexicon file not found") from None
     except yaml.YAMLError as exc:

@@ -1,8 +1,23 @@
 #!/usr/bin/env bash
-# Set up (idempotent; Docker required so the container tests run, not skip), lint, test.
+# Set up (idempotent), lint, type-check and test.
+#
+#   scripts/test.sh           the whole suite (what .ci/run runs): Docker set up and required,
+#                             nothing skipped, spread over DYNAEVAL_TEST_WORKERS processes
+#   scripts/test.sh --fast    the fast lane: lint, types and the unit tests not marked slow
+#
+# Further arguments go to pytest (e.g. `scripts/test.sh --fast -k rights`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --docker
+FAST=0
+if [[ "${1:-}" == "--fast" ]]; then
+  FAST=1
+  shift
+fi
+if [[ $FAST == 1 ]]; then
+  scripts/setup.sh
+else
+  scripts/setup.sh --docker
+fi
 PYTHON="${PYTHON:-python3}"
 "$PYTHON" -m ruff check .
 "$PYTHON" -m ruff format --check .
@@ -10,6 +25,11 @@ PYTHON="${PYTHON:-python3}"
 "$PYTHON" -c "from importlinter.cli import lint_imports_command; lint_imports_command(['--no-cache'])"
 # Types: strict on the pure packages and the shared vocabulary, default elsewhere.
 "$PYTHON" -m mypy
+# Three processes on two cores: many tests wait on subprocesses, containers or a database.
+WORKERS="${DYNAEVAL_TEST_WORKERS:-3}"
+if [[ $FAST == 1 ]]; then
+  exec "$PYTHON" -m pytest -q -n "$WORKERS" -m "not slow" tests/unit "$@"
+fi
 # Set up above guarantees an engine: a Docker test that would skip fails instead.
 export DYNAEVAL_REQUIRE_DOCKER=1
-exec "$PYTHON" -m pytest -q "$@"
+exec "$PYTHON" -m pytest -q -n "$WORKERS" "$@"

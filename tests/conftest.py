@@ -31,6 +31,7 @@ from evaluator.tasks import load_tasks
 from evaluator.transport.dialects import DEFAULT_DIALECT, get_dialect
 from evaluator.transport.endpoint import Endpoint
 from store.blobs import LocalBlobStore
+from tests.templates import SqliteTemplate, make_postgres_template
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 BACKENDS = ("sqlite", "postgresql")
@@ -222,13 +223,135 @@ def s3(moto_server: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any
     return moto_server
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteTemplate]:
+    """Every new SQLite database of this session starts as a copy of one migrated once
+    (tests/templates.py)."""
+    template = SqliteTemplate(tmp_path_factory.mktemp("template"))
+    template.install()
+    yield template
+    template.uninstall()
+
+
+@pytest.fixture(autouse=True)
+def _real_migrations(request: pytest.FixtureRequest, _sqlite_template: SqliteTemplate) -> Any:
+    """Tests marked ``real_migrations`` migrate empty databases themselves."""
+    if request.node.get_closest_marker("real_migrations") is None:
+        yield
+        return
+    _sqlite_template.enabled = False
+    try:
+        yield
+    finally:
+        _sqlite_template.enabled = True
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_cluster: Any) -> str:
+    """The session cluster's migrated template database (tests/templates.py)."""
+    from sqlalchemy import create_engine
+
+    admin = create_engine(postgres_cluster.url(), isolation_level="AUTOCOMMIT")
+    try:
+        return make_postgres_template(admin, postgres_cluster.url)
+    finally:
+        admin.dispose()
+
+
 @pytest.fixture(params=BACKENDS)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database on each backend production runs: a SQLite file, and a new
-    database in the session's PostgreSQL cluster."""
+    """A fresh database on each backend production runs: a SQLite file, and a new database
+    in the session's PostgreSQL cluster. Both start migrated (copies of a template), except
+    for tests marked ``real_migrations``, which get them empty."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'store.sqlite3'}"
         return
     cluster = request.getfixturevalue("postgres_cluster")
-    with cluster.fresh_database() as url:
+    template = None
+    if request.node.get_closest_marker("real_migrations") is None:
+        template = request.getfixturevalue("postgres_template")
+    with cluster.fresh_database(template) as url:
         yield url
+
+
+# -- the whole run leaves no Docker object behind ---------------------------------------------
+# Checked in the process that runs the session (xdist's controller, or the only one), before
+# the first test and after the last, so one worker never mistakes another's running sandbox
+# for a leftover. Every process's own objects are also checked at its end and after each
+# Docker test (tests/integration/conftest.py).
+_DOCKER_LABELS = ("dynaeval.managed=1", "dynaeval.test")
+
+
+def _docker_objects() -> set[str] | None:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=30)
+        client.ping()
+    except Exception:
+        return None
+    found: set[str] = set()
+    try:
+        for label in _DOCKER_LABELS:
+            selector = {"label": label}
+            found |= {
+                f"container {c['Id'][:12]}"
+                for c in client.api.containers(all=True, filters=selector)
+            }
+            found |= {f"network {n['Name']}" for n in client.api.networks(filters=selector)}
+    finally:
+        client.close()
+    return found
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):
+        session.config.stash[_DOCKER_BEFORE] = _docker_objects()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput"):
+        return
+    before = session.config.stash.get(_DOCKER_BEFORE, None)
+    after = _docker_objects()
+    if before is None or after is None:
+        return
+    left = sorted(after - before)
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = f"the test run left Docker objects behind: {left}"
+        if reporter is not None:
+            reporter.write_line(message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_DOCKER_BEFORE = pytest.StashKey[set[str] | None]()
+
+
+# -- markers by folder, and the longest first -------------------------------------------------
+_FOLDERS = ("unit", "integration", "acceptance", "browser", "chaos", "deploy")
+# Spread over xdist workers, a run ends when its last long test does: the folders whose tests
+# take longest start first, slow tests before the rest within a folder (a stable sort, the
+# same in every worker, as xdist requires).
+_START_ORDER = {"deploy": 0, "chaos": 1, "acceptance": 2, "browser": 3, "integration": 4}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = _folder(item)
+        if folder:
+            item.add_marker(folder)
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        slow = item.get_closest_marker("slow") is not None
+        return (_START_ORDER.get(_folder(item) or "", 5), 0 if slow else 1)
+
+    items.sort(key=rank)
+
+
+def _folder(item: pytest.Item) -> str | None:
+    parts = Path(str(item.path)).parts
+    for index, part in enumerate(parts[:-1]):
+        if part == "tests" and parts[index + 1] in _FOLDERS:
+            return parts[index + 1]
+    return None

@@ -92,13 +92,14 @@ class Cluster:
         return _server_options(self.root, self.port)
 
     @contextlib.contextmanager
-    def fresh_database(self) -> Iterator[str]:
-        """The URL of a new, empty database, dropped afterwards."""
+    def fresh_database(self, template: str | None = None) -> Iterator[str]:
+        """The URL of a new database, dropped afterwards: empty, or a copy of ``template``."""
         name = f"t_{uuid.uuid4().hex[:16]}"
         admin = create_engine(self.url(), isolation_level="AUTOCOMMIT")
+        copy = f' TEMPLATE "{template}"' if template else ""
         try:
             with admin.connect() as connection:
-                connection.execute(text(f'CREATE DATABASE "{name}"'))
+                connection.execute(text(f'CREATE DATABASE "{name}"{copy}'))
             yield self.url(name)
             with admin.connect() as connection:
                 connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

@@ -8,7 +8,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, inspect
+
+pytestmark = pytest.mark.real_migrations
 
 STARTERS = 4
 # Each starter waits for the same go file, then opens (and so migrates) the database.

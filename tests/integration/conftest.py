@@ -27,6 +27,10 @@ REPO = Path(__file__).resolve().parents[2]
 ZOO = Path(__file__).resolve().parent / "zoo"
 BASE_IMAGE = "dynaeval/python-base:latest"
 TEST_LABEL = "dynaeval.test"
+# Objects a Docker test makes itself carry TEST_LABEL=<this process>: with the suite spread
+# over xdist workers, each worker removes and checks only its own.
+TEST_LABELS = {TEST_LABEL: f"pytest-{os.getpid()}"}
+MY_TEST_OBJECTS = f"{TEST_LABEL}={TEST_LABELS[TEST_LABEL]}"
 
 
 def _skip_or_fail(reason: str) -> None:
@@ -132,15 +136,17 @@ def _labelled(client, label: str) -> set[str]:
     return found
 
 
-def _managed(client) -> set[str]:
-    return _labelled(client, "dynaeval.managed=1") | _labelled(client, TEST_LABEL)
+def _managed(client, owner: str) -> set[str]:
+    return _labelled(client, f"dynaeval.owner={owner}") | _labelled(client, MY_TEST_OBJECTS)
 
 
 @pytest.fixture(scope="session")
-def _session_baseline(docker_client) -> Iterator[None]:
-    before = _managed(docker_client)
+def _session_baseline(docker_client, owner: str) -> Iterator[None]:
+    """This process's own objects are all gone at its end (what every process of the run
+    left, serve's included, is checked once all are done: tests/conftest.py)."""
+    before = _managed(docker_client, owner)
     yield
-    new = _managed(docker_client) - before
+    new = _managed(docker_client, owner) - before
     assert not new, f"the Docker tests left objects behind: {sorted(new)}"
 
 
@@ -157,11 +163,11 @@ def _no_docker_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
     from evaluator.runtimes.docker.objects import remove_container, remove_network
     from evaluator.runtimes.docker.sandbox import cleanup_leftovers
 
-    mine = _labelled(client, f"dynaeval.owner={owner}") | _labelled(client, TEST_LABEL)
+    mine = _managed(client, owner)
     cleanup_leftovers(owner, client)
-    for container in client.api.containers(all=True, filters={"label": TEST_LABEL}):
+    for container in client.api.containers(all=True, filters={"label": MY_TEST_OBJECTS}):
         remove_container(client, container["Id"])
-    for network in client.api.networks(filters={"label": TEST_LABEL}):
+    for network in client.api.networks(filters={"label": MY_TEST_OBJECTS}):
         remove_network(client, network["Id"])
     assert not mine, f"{request.node.name} left objects behind: {sorted(mine)}"
 

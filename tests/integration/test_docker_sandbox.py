@@ -19,7 +19,7 @@ from configs.schema import Limits
 from configs.vocabulary.failures import FailureCode
 from evaluator.runtimes.docker.runtime import DockerRuntime
 from evaluator.runtimes.docker.sandbox import cleanup_leftovers
-from tests.integration.conftest import TEST_LABEL
+from tests.integration.conftest import TEST_LABELS
 
 pytestmark = pytest.mark.docker
 
@@ -151,7 +151,7 @@ def test_cannot_reach_host_listener(sandboxed, docker_client, host_listener):
         "dynaeval/python-base:latest",
         ["python3", "-c", _CONNECT, targets[0]],
         detach=True,
-        labels={TEST_LABEL: "1"},
+        labels=TEST_LABELS,
     )
     try:
         control.wait(timeout=30)
@@ -162,7 +162,7 @@ def test_cannot_reach_host_listener(sandboxed, docker_client, host_listener):
 
 
 def test_cannot_reach_container_on_another_network(sandboxed, docker_client):
-    network = docker_client.networks.create("dynaeval-test-other", labels={TEST_LABEL: "1"})
+    network = docker_client.networks.create("dynaeval-test-other", labels=TEST_LABELS)
     server = None
     try:
         server = docker_client.containers.run(
@@ -170,7 +170,7 @@ def test_cannot_reach_container_on_another_network(sandboxed, docker_client):
             ["python3", "-m", "http.server", "8000"],
             detach=True,
             network=network.name,
-            labels={TEST_LABEL: "1"},
+            labels=TEST_LABELS,
         )
         server.reload()
         address = server.attrs["NetworkSettings"]["Networks"][network.name]["IPAddress"]
@@ -197,7 +197,7 @@ def test_embedded_dns_unreachable(sandboxed, docker_client):
     code, output = exec_python(sandboxed, source)
     assert "blocked" in output, output
     # Control: an unsandboxed container on a user network gets its own name answered.
-    network = docker_client.networks.create("dynaeval-test-dns", labels={TEST_LABEL: "1"})
+    network = docker_client.networks.create("dynaeval-test-dns", labels=TEST_LABELS)
     try:
         control = docker_client.containers.run(
             "dynaeval/python-base:latest",
@@ -205,7 +205,7 @@ def test_embedded_dns_unreachable(sandboxed, docker_client):
             name="dynaeval-test-dns-control",
             detach=True,
             network=network.name,
-            labels={TEST_LABEL: "1"},
+            labels=TEST_LABELS,
         )
         try:
             control.wait(timeout=30)

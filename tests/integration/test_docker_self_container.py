@@ -16,7 +16,7 @@ from configs.schema import Limits
 from evaluator.errors import EvaluationError
 from evaluator.runtimes.docker import self_container
 from evaluator.runtimes.docker.runtime import DockerRuntime
-from tests.integration.conftest import BASE_IMAGE, TEST_LABEL
+from tests.integration.conftest import BASE_IMAGE, TEST_LABELS
 
 LIMITS = Limits(memory_gib=0.25, cpus=0.5, pids=48, tmpfs_mib=8, startup_s=30)
 ID = "0123456789abcdef" * 4
@@ -52,7 +52,7 @@ def stand_in(docker_client, base_image) -> Iterator:
         ["sleep", "120"],
         name=f"dynaeval-test-worker-{uuid.uuid4().hex[:8]}",
         detach=True,
-        labels={TEST_LABEL: "1"},
+        labels=TEST_LABELS,
     )
     try:
         container.reload()

@@ -27,6 +27,8 @@ from api.ratelimit import RateLimits
 from api.service import Service
 from tests.unit.auth_helpers import issue_token
 
+pytestmark = pytest.mark.slow  # measured, fuzzed or multi-process: the full lane only
+
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

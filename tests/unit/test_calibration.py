@@ -31,6 +31,8 @@ from benchmarks.bench_fidelity import (
 )
 from configs.schema import TaskSpec
 
+pytestmark = pytest.mark.slow  # measured, fuzzed or multi-process: the full lane only
+
 MIB = 1024 * 1024
 RESIDENT_MIB = 300
 SERVICE_MS = SUITE_SERVICE_MS  # see there: why 16 ms and 3 repeats in the suite

@@ -16,6 +16,8 @@ from types import ModuleType
 
 import pytest
 
+pytestmark = pytest.mark.slow  # measured, fuzzed or multi-process: the full lane only
+
 MODELS = Path(__file__).resolve().parents[2] / "examples" / "models"
 START_TIMEOUT_S = 10.0
 

@@ -4,6 +4,7 @@ round trip works."""
 
 from __future__ import annotations
 
+import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -12,6 +13,8 @@ from sqlalchemy import inspect
 
 from store.db import Database, alembic_config, make_engine, migrate
 from store.models import Base
+
+pytestmark = pytest.mark.real_migrations
 
 TABLES = {"tasks", "models", "jobs", "job_attempts", "results", "scores", "users", "api_tokens"}
 

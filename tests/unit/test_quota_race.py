@@ -26,6 +26,8 @@ from store.models import ModelRow
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import DOCKER, image_tar
 
+pytestmark = pytest.mark.slow  # measured, fuzzed or multi-process: the full lane only
+
 URL = "/api/v1/tasks/sentiment/submissions"
 ROUNDS = 40  # read-modify-write rounds per process in the cross-process lock test
 
