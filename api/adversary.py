@@ -17,7 +17,7 @@ from api.rounds import owned_task, task_or_404
 from api.routes import service
 from api.schemas import OpenSchema
 from configs.schema import TaskSpec
-from evaluator.attack import AttackSpec
+from evaluator.adversary import AttackSpec
 from store.adversary import AttackRefused, AttackRun, AttackRuns
 from store.collection import Collection, LoopModel
 

@@ -12,10 +12,10 @@ from api import auth, errors, metrics, ratelimit
 from api.accounts import blp as accounts_blp
 from api.adversary import blp as adversary_blp
 from api.collection import blp as collection_blp
-from api.freezing import blp as freezing_blp
+from api.collection_freeze import blp as freezing_blp
 from api.pages import downloads, pages
 from api.pages import index as pages_index
-from api.pages.collect import collect_pages
+from api.pages.collection import collect_pages
 from api.pages.round import round_pages
 from api.rounds import blp as rounds_blp
 from api.routes import blp

@@ -29,8 +29,8 @@ from api.docs import error_docs, success_docs
 from api.errors import ApiError
 from api.routes import service, task_or_404
 from configs.schema import TaskSpec
-from evaluator.live import LiveModel, LiveModelError
-from metrics.fooled import is_fooled
+from evaluator.collection import LiveModel, LiveModelError
+from metrics.collection import is_fooled
 from store.collection import (
     NO_HEALTHY_MODEL,
     Collection,

@@ -21,9 +21,9 @@ from configs.schema import TaskSpec
 from configs.settings import load_settings
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from configs.yamltext import parse_yaml
+from evaluator.collection import LivePool
 from evaluator.inputs.datasets import load_examples
 from evaluator.inputs.perturbed_sets import dataset_hash
-from evaluator.live import LivePool
 from evaluator.runtimes.docker.references import (
     allow_registries_for_pulls,
     allowed_registries_from_env,

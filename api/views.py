@@ -24,7 +24,7 @@ from api.docs import error_docs
 from api.errors import ApiError
 from api.leaderboard import leaderboard
 from api.pages import boards
-from api.pages.views import board_page, form_error
+from api.pages.site import board_page, form_error
 from api.pages.visibility import task_visible
 from api.routes import service, task_or_404
 from api.schemas import FullMatch, OpenSchema

@@ -26,7 +26,7 @@ from configs.vocabulary.webhooks import (
 )
 from store.accounts import Principal
 from store.webhooks import TooManyWebhooks, Webhook, WebhookStore
-from worker.notifier import Refused, check_url
+from worker.webhooks import Refused, check_url
 
 blp = Blueprint(
     "webhooks",

@@ -250,7 +250,7 @@ class WebhookRow(Base):
     )
     url: Mapped[str] = mapped_column(String(2048))
     events: Mapped[str] = mapped_column(String(64))  # space-separated
-    # Sealed, not hashed: the notifier must sign with it (see store.sealing).
+    # Sealed, not hashed: the webhook sender must sign with it (see store.sealing).
     secret: Mapped[str] = mapped_column(String(512))
     created_at: Mapped[datetime]
 

@@ -2,7 +2,7 @@
 
 A job's final state and the deliveries it causes are written in ONE transaction
 (``notify_final`` runs inside the store's own), so a crash never loses a notification nor
-sends one for a state that was rolled back. Notifiers (worker.notifier) claim due rows with
+sends one for a state that was rolled back. Notifiers (worker.webhooks) claim due rows with
 a short claim — a conditional UPDATE, the candidates picked with ``FOR UPDATE SKIP LOCKED``
 on PostgreSQL, as store.jobs claims jobs — so two notifiers never send one row at once.
 
@@ -219,7 +219,7 @@ class WebhookStore:
                         attempts=WebhookDeliveryRow.attempts + 1,
                     ),
                 )
-                if won == 1:  # another notifier took it between the pick and here
+                if won == 1:  # another webhook sender took it between the pick and here
                     try:
                         claimed.append(_due_delivery(session, delivery_id, token, self.sealer))
                     except SealError as exc:  # retried once the key is right; never unsigned
@@ -227,8 +227,8 @@ class WebhookStore:
             return claimed
 
     def release(self, delivery: DueDelivery) -> None:
-        """Give back a claimed delivery that was never sent (its notifier is stopping): due
-        now for any other notifier, its attempt not counted."""
+        """Give back a claimed delivery that was never sent (its webhook sender is stopping): due
+        now for any other webhook sender, its attempt not counted."""
         with self.db.session() as session, session.begin():
             session.execute(
                 update(WebhookDeliveryRow)

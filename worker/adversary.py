@@ -14,9 +14,9 @@ from typing import Any
 from configs.schema import TaskSpec
 from configs.vocabulary.examples import Example, Prediction
 from configs.vocabulary.results import EvaluationResult
-from evaluator.attack import AttackSpec, Checkpoint, Proposal, attack
+from evaluator.adversary import AttackSpec, Checkpoint, Proposal, attack
+from evaluator.collection import LiveModel, LivePool, pinned_spec, start_ready
 from evaluator.inputs.datasets import load_examples
-from evaluator.live import LiveModel, LivePool, pinned_spec, start_ready
 from evaluator.runtimes.runtime import Runtime
 from evaluator.transport.client import ModelClient
 from store.adversary import AttackRuns, MachineProposal

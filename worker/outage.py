@@ -30,7 +30,7 @@ def describe(exc: BaseException) -> str:
 
 class StoreHealth:
     """Whether the store answers, as a whole worker sees it: every path that calls the
-    store (the loop, heartbeats, recording, the webhook notifier) reports here, so an
+    store (the loop, heartbeats, recording, the webhook sender) reports here, so an
     outage is one warning when it starts and one line when it ends, whoever noticed."""
 
     def __init__(self, worker_id: str, clock: Callable[[], float] = time.monotonic) -> None:

@@ -37,11 +37,11 @@ from worker.adversary import run_attack
 from worker.evaluation import JobContext, evaluate_model
 from worker.lifecycle import settle_failure
 from worker.lock import WorkerLock
-from worker.notifier import Notifier
 from worker.outage import Outage, StoreHealth, describe, is_unreachable
 from worker.outcomes import ResultRefused, RuntimeFactory, default_factory, platform_failure
 from worker.progress import LeaseLost, Progress
 from worker.sandboxes import SandboxReaper
+from worker.webhooks import WebhookSender
 
 # LeaseLost and RuntimeFactory are part of the worker's interface (runtimes, tests).
 __all__ = ["LeaseLost", "RuntimeFactory", "Worker", "WorkerStats", "default_worker_id"]
@@ -131,7 +131,7 @@ class Worker:
         self._predecessor_settled = False
         self.sandboxes = SandboxReaper(store, self.clock, self.worker_id)
         # runs while work() does
-        self.notifier = Notifier(
+        self.webhooks = WebhookSender(
             WebhookStore(store.db, sealer or Sealer.ephemeral(), self.clock), health=self.health
         )
 
@@ -143,7 +143,7 @@ class Worker:
         if self._stop_at is None:
             self._stop_at = self.clock.now()
         self._stopping.set()
-        self.notifier.stop(timeout=0)  # no new deliveries; one in flight ends by its timeout
+        self.webhooks.stop(timeout=0)  # no new deliveries; one in flight ends by its timeout
         if now:
             self._abandon.set()
         current = self._current
@@ -167,13 +167,13 @@ class Worker:
             self.domain = lock.domain
             self.clean_leftovers()
             self._present()
-            self.notifier.start()
+            self.webhooks.start()
             try:
                 self._loop(burst)
                 if burst:  # a one-shot run sends what it caused before it returns
-                    self.notifier.flush()
+                    self.webhooks.flush()
             finally:
-                self.notifier.stop()
+                self.webhooks.stop()
                 self._present(gone=True)
         return self.stats
 

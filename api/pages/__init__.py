@@ -7,7 +7,7 @@ from flask import redirect, request
 from werkzeug.wrappers import Response
 
 from api.pages.downloads import downloads
-from api.pages.views import pages, task_list
+from api.pages.site import pages, task_list
 
 
 def index() -> Response | str:

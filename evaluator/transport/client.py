@@ -21,6 +21,7 @@ from evaluator.errors import EvaluationError
 from evaluator.transport.channel import Channel
 from evaluator.transport.deadlines import RequestDeadline
 from evaluator.transport.endpoint import Endpoint
+from evaluator.transport.replies import validate_predictions
 from evaluator.transport.single_route import (
     FALLBACK_STATUSES,
     Route,
@@ -30,7 +31,6 @@ from evaluator.transport.single_route import (
     route_from_openapi,
     timed,
 )
-from evaluator.transport.validation import validate_predictions
 from evaluator.transport.wire_ids import WireIds
 
 __all__ = ["ModelClient", "validate_predictions"]

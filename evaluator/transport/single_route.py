@@ -28,7 +28,7 @@ from configs.vocabulary.failures import FailureCode
 from evaluator.errors import EvaluationError
 from evaluator.transport.channel import Channel
 from evaluator.transport.dialects import Dialect
-from evaluator.transport.validation import label_folding, validate_one
+from evaluator.transport.replies import label_folding, validate_one
 
 
 class Route(enum.Enum):

@@ -139,7 +139,7 @@ ERRORS = {
         "429",
     },
     ("/api/v1/tasks/{task_name}/rounds/{round_name}/examples", "get"): {"404", "422"},
-    # freezing a collection round (api/freezing.py)
+    # freezing a collection round (api/collection_freeze.py)
     ("/api/v1/tasks/{task_name}/rounds/{round_name}/freeze", "post"): {
         "401",
         "403",

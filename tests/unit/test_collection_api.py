@@ -19,7 +19,7 @@ from api.app import create_app
 from api.service import Service
 from configs.schema import TaskSpec
 from configs.vocabulary.examples import Prediction
-from evaluator.live import LiveModel, LiveModelError
+from evaluator.collection import LiveModel, LiveModelError
 from store.accounts import Accounts
 from store.models import CollectedExampleRow
 from tests.unit.auth_helpers import issue_token, signed_in
@@ -292,7 +292,7 @@ def test_the_page_writes_through_the_same_path(world: World) -> None:
 # -- a real live pool with a process model ---------------------------------------------------
 def test_a_real_live_pool_answers_with_a_process_model(world: World) -> None:
     from api.service import example_catalog, example_runtime
-    from evaluator.live import LivePool
+    from evaluator.collection import LivePool
     from store.models import ModelRow
 
     entry = next(e for e in example_catalog() if e["name"] == "sentiment-lexicon")

@@ -37,7 +37,7 @@ from evaluator.tasks import load_task
 from evaluator.transport.client import ModelClient
 from evaluator.transport.dialects import get_dialect
 from evaluator.transport.endpoint import Endpoint
-from evaluator.transport.validation import label_folding
+from evaluator.transport.replies import label_folding
 from store.blobs import LocalBlobStore
 from tests.conftest import with_limits
 

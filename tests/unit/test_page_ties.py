@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.pages.views import TIE_NAMES_SHOWN, _ties
+from api.pages.site import TIE_NAMES_SHOWN, _ties
 
 
 def board(n: int, groups: list[list[int]]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from store.webhooks import WebhookStore
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import AXES_A, assert_error, finished
 from tests.unit.test_webhooks_delivery import Receiver
-from worker.notifier import Notifier
+from worker.webhooks import WebhookSender
 
 ROLES = ("anonymous", "alice", "bob", "admin", "alice_read", "alice_submit")
 HOOK = {"url": "https://hooks.example.com/ci"}
@@ -172,7 +172,7 @@ def test_a_test_ping_shows_in_the_deliveries(world: World) -> None:
         [pending] = alice.get(f"/api/v1/webhooks/{hook['id']}/deliveries").get_json()["deliveries"]
         assert pending["id"] == queued.get_json()["delivery_id"]
         assert pending["status"] == "pending" and pending["attempts"] == 0
-        Notifier(world.hooks, allow_hosts=["127.0.0.1"]).deliver_due()
+        WebhookSender(world.hooks, allow_hosts=["127.0.0.1"]).deliver_due()
         listed = alice.get(f"/api/v1/webhooks/{hook['id']}/deliveries?limit=5").get_json()
         [tried] = listed["deliveries"]
         assert tried["attempts"] == 1 and tried["last_status_code"] == 500
@@ -212,7 +212,7 @@ def test_the_sdk_manages_webhooks_and_verifies_what_they_send(world: World) -> N
         assert [h["id"] for h in client.webhooks()] == [made["id"]]
         secret = client.rotate_webhook_secret(made["id"])["secret"]
         client.test_webhook(made["id"])
-        Notifier(world.hooks, allow_hosts=["127.0.0.1"]).deliver_due()
+        WebhookSender(world.hooks, allow_hosts=["127.0.0.1"]).deliver_due()
         [(headers, body)] = receiver.requests
         now = world.service.clock.now().replace(tzinfo=UTC).timestamp()
         assert verify_signature(secret, headers["dynaeval-signature"], body, now=now)

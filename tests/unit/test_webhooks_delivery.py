@@ -28,7 +28,7 @@ from store.db import Database
 from store.jobs import JobStore
 from store.sealing import Sealer
 from store.webhooks import DELIVERED, GAVE_UP, PENDING, WebhookStore
-from worker.notifier import Notifier, Refused, check_url
+from worker.webhooks import Refused, WebhookSender, check_url
 from worker.worker import Worker
 
 SPEC = {"kind": "url", "url": "http://127.0.0.1:9", "protocol": "v1"}
@@ -133,7 +133,7 @@ def test_done_failed_and_cancelled_are_delivered_signed(
     assert jobs.cancel(cancelled_id, "stopped by alice").cancelled
     jobs.submit("toy", "bob's", SPEC, owner_id=user(db, "bob"))  # not alice's: no delivery
 
-    assert Notifier(hooks, allow_hosts=LOOPBACK).deliver_due() == 3
+    assert WebhookSender(hooks, allow_hosts=LOOPBACK).deliver_due() == 3
     by_event = {}
     for headers, body in receiver.requests:
         signature = headers["dynaeval-signature"]
@@ -162,7 +162,7 @@ def test_done_failed_and_cancelled_are_delivered_signed(
     assert b"SECRET LOG" not in b"".join(body for _, body in receiver.requests)
     webhook_id = hooks.webhooks(alice)[0].id
     assert {d["status"] for d in hooks.deliveries(webhook_id)} == {DELIVERED}
-    assert Notifier(hooks, allow_hosts=LOOPBACK).deliver_due() == 0  # each sent once
+    assert WebhookSender(hooks, allow_hosts=LOOPBACK).deliver_due() == 0  # each sent once
 
 
 def test_only_final_states_and_chosen_events_queue_deliveries(
@@ -209,17 +209,17 @@ def test_a_failing_receiver_is_retried_on_the_back_off_schedule(
 ) -> None:
     hooks = WebhookStore(db, SEALER, clock)
     hook, _ = hooks.create(user(db), receiver.url, ["done"])
-    notifier = Notifier(hooks, allow_hosts=LOOPBACK)
+    sender = WebhookSender(hooks, allow_hosts=LOOPBACK)
     receiver.statuses = [500, 200]
     hooks.ping(hook.id)
-    assert notifier.deliver_due() == 1
+    assert sender.deliver_due() == 1
     [delivery] = hooks.deliveries(hook.id)
     assert delivery["status"] == PENDING and delivery["last_status_code"] == 500
     assert delivery["next_attempt_at"] == (clock.now() + retry_delay(1)).isoformat() + "Z"
     clock.advance(9)
-    assert notifier.deliver_due() == 0  # not due yet
+    assert sender.deliver_due() == 0  # not due yet
     clock.advance(1)
-    assert notifier.deliver_due() == 1
+    assert sender.deliver_due() == 1
     [delivery] = hooks.deliveries(hook.id)
     assert delivery["status"] == DELIVERED and delivery["attempts"] == 2
     assert [a["status_code"] for a in delivery["history"]] == [500, 200]
@@ -230,11 +230,11 @@ def test_max_attempts_ends_in_failed(db: Database, clock: ManualClock) -> None:
     hooks = WebhookStore(db, SEALER, clock, max_attempts=4)
     # nothing listens on port 9 of loopback (discard): every attempt is refused
     hook, _ = hooks.create(user(db), "http://127.0.0.1:9/", ["done"])
-    notifier = Notifier(hooks, allow_hosts=LOOPBACK, timeout_s=2)
+    sender = WebhookSender(hooks, allow_hosts=LOOPBACK, timeout_s=2)
     hooks.ping(hook.id)
     waits = []
     for attempt in range(1, 5):
-        assert notifier.deliver_due() == 1
+        assert sender.deliver_due() == 1
         delivery = hooks.deliveries(hook.id)[0]
         if attempt < 4:
             waits.append(delivery["next_attempt_at"])
@@ -243,7 +243,7 @@ def test_max_attempts_ends_in_failed(db: Database, clock: ManualClock) -> None:
     assert delivery["last_status_code"] is None and delivery["last_error"]
     assert len(delivery["history"]) == 4 and len(set(waits)) == 3
     clock.advance(10**6)
-    assert notifier.deliver_due() == 0
+    assert sender.deliver_due() == 0
     assert [retry_delay(n).total_seconds() for n in range(1, 8)] == [
         10,
         30,
@@ -320,13 +320,13 @@ def test_a_name_resolving_to_a_private_address_is_refused_at_delivery(
     port = receiver.server.server_address[1]
     hook, _ = hooks.create(user(db), f"http://hooks.example.com:{port}/ci", ["done"])
     hooks.ping(hook.id)
-    rebound = Notifier(hooks, allow_hosts=(), resolver=lambda host, port: ["127.0.0.1"])
+    rebound = WebhookSender(hooks, allow_hosts=(), resolver=lambda host, port: ["127.0.0.1"])
     assert rebound.deliver_due() == 1
     delivery = hooks.deliveries(hook.id)[0]
     assert "non-public" in delivery["last_error"] and receiver.requests == []
     clock.advance(10)
     allowed = ("hooks.example.com",)
-    pinned = Notifier(hooks, allow_hosts=allowed, resolver=lambda host, port: ["127.0.0.1"])
+    pinned = WebhookSender(hooks, allow_hosts=allowed, resolver=lambda host, port: ["127.0.0.1"])
     assert pinned.deliver_due() == 1  # sent to the address checked, under its own name
     [(headers, _)] = receiver.requests
     assert headers["host"] == f"hooks.example.com:{port}"
@@ -337,13 +337,13 @@ def test_a_redirect_is_not_followed(db: Database, clock: ManualClock, receiver: 
     hook, _ = hooks.create(user(db), receiver.url, ["done"])
     receiver.statuses = [302]
     hooks.ping(hook.id)
-    Notifier(hooks, allow_hosts=LOOPBACK).deliver_due()
+    WebhookSender(hooks, allow_hosts=LOOPBACK).deliver_due()
     delivery = hooks.deliveries(hook.id)[0]
     assert delivery["status"] == PENDING and delivery["last_status_code"] == 302
     assert len(receiver.requests) == 1
 
 
-def test_the_worker_runs_the_notifier(
+def test_the_worker_runs_the_webhook_sender(
     db: Database,
     jobs: JobStore,
     clock: ManualClock,
@@ -372,7 +372,7 @@ def test_the_worker_runs_the_notifier(
     assert len(receiver.requests) == 2
     worker.stop()
     thread.join(timeout=30)
-    assert not thread.is_alive() and not worker.notifier._thread.is_alive()  # type: ignore[union-attr]
+    assert not thread.is_alive() and not worker.webhooks._thread.is_alive()  # type: ignore[union-attr]
 
 
 def test_signatures_are_checked_strictly() -> None:

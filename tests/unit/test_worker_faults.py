@@ -297,9 +297,9 @@ def test_an_idle_worker_logs_an_outage_once_and_backs_off(
     down.set()
     flaky = Flaky(store, {"claim"}, down.is_set)
     worker = make_worker(flaky, tmp_path, poll_s=0.001, max_poll_s=0.004)
-    # the webhook notifier polls the same database: it was the one logging every second
-    hooks = Flaky(worker.notifier.store, {"claim_due"}, down.is_set)  # type: ignore[arg-type]
-    worker.notifier.store, worker.notifier.poll_s = hooks, 0.001  # type: ignore[assignment]
+    # the webhook sender polls the same database: it was the one logging every second
+    hooks = Flaky(worker.webhooks.store, {"claim_due"}, down.is_set)  # type: ignore[arg-type]
+    worker.webhooks.store, worker.webhooks.poll_s = hooks, 0.001  # type: ignore[assignment]
     with caplog.at_level(logging.INFO, logger="worker"):
         thread = start(worker)
         try:

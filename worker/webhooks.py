@@ -130,7 +130,7 @@ class _PinnedHTTPS(_PinnedHTTP):
         self.sock = context.wrap_socket(self.sock, server_hostname=self.host)
 
 
-class Notifier:
+class WebhookSender:
     """Delivers due webhook notifications from ``store``, in a thread or call by call."""
 
     def __init__(
@@ -148,7 +148,7 @@ class Notifier:
         connect and read timeout of each request; ``health``: the worker's view of the
         store, which logs an outage once whoever notices it."""
         self.store, self.poll_s, self.timeout_s, self.batch = store, poll_s, timeout_s, batch
-        self.health = health or StoreHealth("notifier")
+        self.health = health or StoreHealth("webhook sender")
         self._allow_hosts, self.resolver = allow_hosts, resolver
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -162,7 +162,7 @@ class Notifier:
     # -- the loop ----------------------------------------------------------------------------
     def start(self) -> None:
         self._stop.clear()
-        self._thread = threading.Thread(target=self.run, name="webhook-notifier", daemon=True)
+        self._thread = threading.Thread(target=self.run, name="webhook-sender", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float | None = None) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 
 from configs.schema import TaskSpec
 from configs.vocabulary.examples import Example, Prediction
-from metrics.fooled import DEFAULT_QA_F1_THRESHOLD, is_fooled
+from metrics.collection import DEFAULT_QA_F1_THRESHOLD, is_fooled
 from perturbations.perturbation import example_seed, get_perturbation, perturb_example
 
 Query = Callable[[str, Mapping[str, str]], Prediction]

@@ -1,11 +1,11 @@
-"""``metrics.fooled.is_fooled``: hand-computed cases for label and QA tasks."""
+"""``metrics.collection.is_fooled``: hand-computed cases for label and QA tasks."""
 
 from __future__ import annotations
 
 import pytest
 
 from configs.vocabulary.examples import Prediction
-from metrics.fooled import is_fooled
+from metrics.collection import is_fooled
 
 
 def test_same_label_does_not_fool() -> None:

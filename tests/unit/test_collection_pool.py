@@ -1,4 +1,4 @@
-"""``evaluator.live.LivePool`` with small protocol-v1 models run by the process runtime.
+"""``evaluator.collection.LivePool`` with small protocol-v1 models run by the process runtime.
 
 The model script below records every request body and every start, so a test can show what
 reached the wire (the input fields and an opaque id, never a label), that a failed model
@@ -25,7 +25,7 @@ from configs.settings import load_settings
 from configs.vocabulary.clock import ManualClock
 from configs.vocabulary.examples import Example, Prediction
 from configs.vocabulary.failures import FailureCode
-from evaluator.live import LiveModel, LiveModelError, LivePool
+from evaluator.collection import LiveModel, LiveModelError, LivePool
 from evaluator.runtimes.runtime import Runtime
 from evaluator.transport.client import ModelClient
 from evaluator.transport.dialects import get_dialect

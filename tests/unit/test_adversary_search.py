@@ -1,4 +1,4 @@
-"""The adversary's search on its own (evaluator.attack): bounded in queries, counted by the
+"""The adversary's search on its own (evaluator.adversary): bounded in queries, counted by the
 models themselves; deterministic for a seed; close to its sources; a QA answer span kept;
 resumable from any checkpoint with the same outcome; failing models dropped."""
 
@@ -12,7 +12,7 @@ import pytest
 from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
 from configs.vocabulary.examples import Example, Prediction
-from evaluator.attack import (
+from evaluator.adversary import (
     AttackSpec,
     Checkpoint,
     Proposal,
