@@ -17,7 +17,7 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from api.leaderboard import PreparedBoard, prepare_board
-from api.pages.boards import reweighted
+from api.pages.boards import default_round_weights, reweighted
 from api.service import Service
 from configs.schema import TaskSpec
 from store.db import Database
@@ -70,13 +70,16 @@ def prepared(
     round_weights: Mapping[str, float] | None = None,
     instance_memory_gib: float | None = None,
 ) -> PreparedBoard:
-    """``task``'s prepared board over its stored results, from the cache while they hold."""
+    """``task``'s prepared board over its stored results under ``round_weights`` (the
+    task's own when None), from the cache while they hold."""
+    if round_weights is None:
+        round_weights = default_round_weights(task)
     hashes = service.dataset_hashes(task.name)
     key = (
         task.name,
         service.queries.results_version(task.name),
         tuple(sorted(hashes.items())),
-        tuple(sorted(round_weights.items())) if round_weights is not None else None,
+        tuple(sorted(round_weights.items())),
         instance_memory_gib or task.instance_memory_gib,
         tuple(spec.name for spec in task.rounds),
         task.metric,
@@ -84,8 +87,7 @@ def prepared(
 
     def build() -> PreparedBoard:
         rows: list[dict[str, Any]] = service.queries.leaderboard_rows(task.name)
-        if round_weights is not None:
-            rows = reweighted(rows, round_weights, task)
+        rows = reweighted(rows, round_weights, task)
         return prepare_board(task, rows, instance_memory_gib, current_hashes=hashes)
 
     return cache_of(service).get(key, build)

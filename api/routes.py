@@ -18,6 +18,7 @@ from api.default_view import task_defaults
 from api.docs import error_docs, success_docs
 from api.errors import ApiError
 from api.leaderboard import viewer_weights
+from api.pages.boards import parse_round_weights
 from api.pages.downloads import ScoresDownloadQuerySchema, file_response
 from api.pages.public import model_results
 from api.pages.visibility import readable_submission
@@ -144,6 +145,7 @@ def get_task(task_name: str) -> dict[str, Any]:
 def get_leaderboard(
     task_name: str,
     weights: str | None = None,
+    rounds: str | None = None,
     instance_memory: float | None = None,
     limit: int = LEADERBOARD_PAGE,
     offset: int = 0,
@@ -156,11 +158,13 @@ def get_leaderboard(
     try:
         chosen = viewer_weights(task, weights)
         check_weights_syntax(weights)  # what the OpenAPI pattern says, exactly
+        round_weights = parse_round_weights(task, rounds)
     except ValueError as exc:
         raise ApiError(400, "bad_weights", str(exc)) from None
     # as the page: the default view's round weights apply when no weights are given
-    rounds = defaults.round_weights if not weights else None
-    board = prepared(service(), task, rounds, instance_memory)
+    if defaults.round_weights is not None and not (rounds or weights):
+        round_weights = defaults.round_weights
+    board = prepared(service(), task, round_weights, instance_memory)
     return board.render(chosen, offset=offset, limit=limit)
 
 

@@ -115,7 +115,15 @@ class WeightsQuerySchema(Schema):
 
 
 class LeaderboardQuerySchema(WeightsQuerySchema):
-    """The weights and the page of the leaderboard route."""
+    """The weights, the round weights and the page of the leaderboard route."""
+
+    rounds = fields.String(
+        validate=validate.Length(max=4096),
+        metadata={
+            "description": "round:weight pairs, as the page and the download take them "
+            "(rounds not named keep the task's weights; default: the task's round weights)"
+        },
+    )
 
     limit = fields.Integer(
         load_default=LEADERBOARD_PAGE,

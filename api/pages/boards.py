@@ -88,21 +88,43 @@ def _weighted_mean(pairs: list[tuple[Any, float]]) -> float | None:
 def reweighted(
     rows: list[dict[str, Any]], round_weights: Mapping[str, float], task: TaskSpec
 ) -> list[dict[str, Any]]:
-    """Rows whose round-based axes are the mean under ``round_weights`` (unchanged rows
-    when they are the task's own weights)."""
-    if dict(round_weights) == default_round_weights(task):
-        return rows
+    """Rows whose round-based axes are the mean of their rounds under ``round_weights``.
+
+    Always recomputed from the per-round values: an owner may change a round's weight after
+    its models were scored, and one board must not mix two bases. The stored performance
+    interval is kept only for a result rolled up under these very weights."""
+    wanted = {name: float(w) for name, w in round_weights.items() if w > 0}
     result = []
     for row in rows:
         by_round = {r.get("round"): r for r in row.get("rounds") or []}
         changed = dict(row)
         for axis in ROUND_AXES:
+            if not any(axis in by_round.get(name, {}) for name in round_weights):
+                continue  # none of these rounds says it (a summary-only result): it stands
             changed[axis] = _weighted_mean(
                 [(by_round.get(name, {}).get(axis), w) for name, w in round_weights.items()]
             )
-        changed["performance_ci"] = None  # the stored interval is for the task's weights
+        if not _rolled_up_alike(row, by_round, wanted, changed):
+            changed["performance_ci"] = None  # the stored interval is for other weights
         result.append(changed)
     return result
+
+
+def _rolled_up_alike(
+    row: Mapping[str, Any],
+    by_round: Mapping[Any, Mapping[str, Any]],
+    wanted: Mapping[str, float],
+    changed: Mapping[str, Any],
+) -> bool:
+    """Whether the stored roll-up used ``wanted``: by the weights each round records, or
+    (results from before rounds recorded them) by giving the stored value back exactly."""
+    if by_round and all("weight" in r for r in by_round.values()):
+        used = {str(n): float(r["weight"]) for n, r in by_round.items() if r["weight"] > 0}
+        return used == dict(wanted)
+    stored, recomputed = row.get("performance"), changed.get("performance")
+    if isinstance(stored, int | float) and isinstance(recomputed, int | float):
+        return _finite(stored) and _finite(recomputed) and abs(stored - recomputed) < 1e-9
+    return False
 
 
 def board(

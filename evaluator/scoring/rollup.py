@@ -95,7 +95,9 @@ def summarise(
     replicates: Mapping[tuple[str, str], np.ndarray] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The five axes (rounds averaged with their weights first) and the per-round rows."""
-    rounds = [_round_row(task, r.name, scores) for r in task.rounds]
+    # each round says the weight it was rolled up with, so a board under other weights
+    # knows the stored roll-up (and its interval) is not its own
+    rounds = [{**_round_row(task, r.name, scores), "weight": float(r.weight)} for r in task.rounds]
     for spec, row in zip(task.rounds, rounds, strict=True):
         if replicates and len(spec.datasets) > 1:  # one dataset: its own interval is the round's
             row["performance_ci"] = _round_interval(spec, replicates)
