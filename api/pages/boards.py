@@ -178,8 +178,11 @@ def page_data(
 ) -> dict[str, Any]:
     """What the page's script needs to re-rank exactly like the API: the raw rows in the
     API's input order, the task's defaults and the current weights (in a request: whether
-    the viewer may open each model's page depends on who asks)."""
-    rows = service.queries.leaderboard_rows(task.name)
+    the viewer may open each model's page depends on who asks). The rows are rolled up
+    under the task's round weights, which the script leaves as they are."""
+    rows = reweighted(
+        service.queries.leaderboard_rows(task.name), default_round_weights(task), task
+    )
     current = service.dataset_hashes(task.name)
     models = []
     for row in rows:

@@ -108,3 +108,36 @@ def test_a_view_page_opened_by_its_address(own_live: Live, browser: Any, artifac
     browser.save_screenshot(str(artifacts / "view-page-anonymous.png"))
     browser.get(f"{own_live.url}/tasks/{TASK}/views/no-such-view")
     assert "has no view" in browser.find_element(_by("ID"), "message").text
+
+
+def test_save_view_and_freeze_keep_the_sliders_weights(
+    own_live: Live, browser: Any, artifacts: Path
+) -> None:
+    """Performance moved to 0 and saved: the view says 0, not the 4 the page loaded with;
+    Robustness set to 5 and frozen: the snapshot says 5. With the script on, the note does
+    not ask for an Apply button it hides."""
+    from selenium.webdriver.common.keys import Keys
+
+    from store.views import Views
+
+    _sign_in(own_live, browser)
+    browser.get(f"{own_live.url}/tasks/{TASK}?weights=performance:4")
+    note = browser.find_element(_by("CSS_SELECTOR"), "#board-actions .sub").text
+    assert "apply new weights first" not in note
+    browser.find_element(_by("ID"), "w_performance").send_keys(Keys.HOME)  # 0
+    browser.find_element(_by("ID"), "r_r1").send_keys(Keys.END)  # round r1 at 5
+    browser.find_element(_by("ID"), "view-name").send_keys("No performance")
+    browser.find_element(_by("ID"), "save-view").click()
+    _until(browser, lambda d: d.find_elements(_by("ID"), "view-info"))
+    [saved] = [v for v in Views(own_live.service.db).views(TASK) if v["name"] == "No performance"]
+    assert saved["weights"]["performance"] == 0.0, saved
+    assert saved["round_weights"]["r1"] == 5.0, saved
+
+    browser.get(f"{own_live.url}/tasks/{TASK}")
+    browser.find_element(_by("ID"), "w_robustness").send_keys(Keys.END)  # 5
+    browser.find_element(_by("ID"), "freeze").click()
+    _arrive(browser, f"{own_live.url}/snapshots/")
+    snapshot_id = browser.current_url.rstrip("/").rsplit("/", 1)[1]
+    frozen = Views(own_live.service.db).snapshot(snapshot_id)
+    assert frozen is not None and frozen["weights"]["robustness"] == 5.0, frozen
+    browser.save_screenshot(str(artifacts / "frozen-with-slider-weights.png"))

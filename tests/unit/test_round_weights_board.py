@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,9 @@ def test_a_round_weight_set_by_the_owner_reaches_every_board(service: Service) -
     assert _csv_performance(anyone) == {"A": 35.0, "B": 52.5}
     page = anyone.get("/tasks/sentiment").get_data(as_text=True)
     assert page.index(">B<") < page.index(">A<")
+    # the page's script re-ranks from this data, and leaves it as is under the task's weights
+    data = json.loads(page.split('id="board-data"', 1)[1].split(">", 1)[1].split("</script>")[0])
+    assert {m["name"]: m["performance"] for m in data["models"]} == {"A": 35.0, "B": 52.5}
 
 
 def test_the_json_leaderboard_takes_round_weights_as_the_page_does(service: Service) -> None:

@@ -36,6 +36,15 @@
     return q;
   }
 
+  // Save view and Freeze snapshot post the sliders' weights, not those the page loaded with.
+  function keepFormsInStep() {
+    var rounds = defaultRounds() ? "" : weightsText(state.rounds, data.rounds);
+    document.querySelectorAll("#board-actions form").forEach(function (form) {
+      form.elements.weights.value = weightsText(state.weights, AXES);
+      form.elements.rounds.value = rounds;
+    });
+  }
+
   function syncControls() {
     AXES.forEach(function (a) { setSlider($("w_" + a), state.weights[a]); });
     data.rounds.forEach(function (r) { setSlider($("r_" + r), state.rounds[r]); });
@@ -72,6 +81,7 @@
     var n = result ? result.models.length : 0;
     var ranges = [boardRows.range(n), unitRows.range(n)];
     history.replaceState(null, "", base + "?" + q);
+    keepFormsInStep();
     $("download-csv").href = "/api/v1/tasks/" + encodeURIComponent(data.task) + "/leaderboard/download?format=csv&" + q;
     $("download-json").href = "/api/v1/tasks/" + encodeURIComponent(data.task) + "/leaderboard/download?format=json&" + q;
     var warning = $("undefined");
