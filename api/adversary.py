@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from flask_smorest import Blueprint
-from marshmallow import fields, validate
+from marshmallow import Schema, fields, validate
 
 from api.docs import error_docs
 from api.errors import ApiError
@@ -17,7 +17,7 @@ from api.rounds import owned_task, task_or_404
 from api.routes import service
 from api.schemas import OpenSchema
 from configs.schema import TaskSpec
-from evaluator.adversary import AttackSpec
+from evaluator.adversary import OPERATORS, AttackSpec
 from store.adversary import AttackRefused, AttackRun, AttackRuns
 from store.collection import Collection, LoopModel
 
@@ -36,7 +36,10 @@ _PATH = "/tasks/<task_name>/rounds/<round_name>/adversary"
 DEFAULTS = AttackSpec()
 
 
-class AttackRequestSchema(OpenSchema):
+class AttackRequestSchema(Schema):
+    """An adversary run's settings; anything else is 422 (marshmallow refuses unknown
+    fields by default)."""
+
     seed = fields.Integer(
         load_default=DEFAULTS.seed, validate=validate.Range(0, 2**31 - 1),
         metadata={"description": "the same seed, models and data give the same proposals"},
@@ -55,6 +58,12 @@ class AttackRequestSchema(OpenSchema):
     max_proposals = fields.Integer(
         load_default=DEFAULTS.max_proposals, validate=validate.Range(1, 10_000)
     )
+    operators = fields.List(
+        fields.String(validate=validate.OneOf(OPERATORS)),
+        load_default=list(DEFAULTS.operators), validate=validate.Length(min=1, max=len(OPERATORS)),
+        metadata={"description": "the word substitutions to try (name swaps join them on "
+                  "tasks with fairness perturbations)"},
+    )  # fmt: skip
     top_models = fields.Integer(
         load_default=2, validate=validate.Range(1, 8),
         metadata={"description": "attack the round's best healthy in-the-loop models, by "
@@ -108,7 +117,11 @@ def start_run(task: TaskSpec, round_name: str, body: dict[str, Any]) -> AttackRu
     if not healthy:
         raise ApiError(409, "no_healthy_model", "no in-the-loop model of this round is healthy")
     top = body.pop("top_models")
-    spec = AttackSpec(**body, name_swaps=bool(task.fairness))
+    try:
+        body["operators"] = tuple(body["operators"])
+        spec = AttackSpec(**body, name_swaps=bool(task.fairness))
+    except (TypeError, ValueError) as exc:
+        raise ApiError(422, "invalid_attack", str(exc)) from None
     models = targets(task, healthy, top)
     try:
         job_id = runs().start(task.name, round_name, {"attack": spec.to_dict(), "models": models})

@@ -34,6 +34,11 @@ STOPPED = ("budget", "proposals", "sources", "models")
 _TOKENS = re.compile(r"\S+|\s+")
 
 
+# The word substitutions an owner may pick (name swaps come from the task's fairness
+# perturbations when it has them, not from this list).
+OPERATORS = ("typo", "paraphrase")
+
+
 @dataclass(frozen=True)
 class AttackSpec:
     """An attack's settings (all bounded; ValueError on a value out of range)."""
@@ -57,6 +62,11 @@ class AttackSpec:
             raise ValueError("qa_f1_threshold must be in (0, 1]")
         if not self.operators and not self.name_swaps:
             raise ValueError("an attack needs at least one operator")
+        unknown = sorted(set(self.operators) - set(OPERATORS))
+        if unknown:
+            raise ValueError(
+                f"unknown operators: {', '.join(unknown)} (known: {', '.join(OPERATORS)})"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "operators": list(self.operators)}

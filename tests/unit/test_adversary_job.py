@@ -255,3 +255,26 @@ def test_a_round_not_open_is_refused(loop: Loop) -> None:
     assert never.status_code == 404
     bad = loop.client("owner").post(f"{LOOP}/adversary", json={"max_queries": 0})
     assert bad.status_code == 422
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"seed": 1, "bogus": 3},  # an unknown field answered 500
+        {"name_swaps": False},  # the task decides name swaps: not an option, answered 500
+        {"operators": ["typo", "no-such-operator"]},  # accepted, then failed 3 times
+        {"operators": []},
+        {"operators": "typo"},
+    ],
+)
+def test_bad_adversary_options_are_422_and_queue_nothing(loop: Loop, body: dict[str, Any]) -> None:
+    refused = loop.client("owner").post(f"{LOOP}/adversary", json=body)
+    assert refused.status_code == 422, refused.get_json()
+    assert set(refused.get_json()["error"]) >= {"code", "message"}
+    assert loop.client("owner").get(f"{LOOP}/adversary").get_json()["runs"] == []
+
+
+def test_an_owner_picks_the_adversarys_operators(loop: Loop) -> None:
+    started = loop.client("owner").post(f"{LOOP}/adversary", json={**ATTACK, "operators": ["typo"]})
+    assert started.status_code == 202, started.get_json()
+    assert started.get_json()["spec"]["attack"]["operators"] == ["typo"]

@@ -250,3 +250,16 @@ def test_unknown_deleted_and_private_views_are_404_pages(world: World) -> None:
     Views(world.service.db).delete_view(view["id"])
     gone = admin.get("/tasks/qa/views/secret")
     assert gone.status_code == 404 and "has no view" in _html(gone)
+
+
+def test_the_login_pages_hint_names_a_command_that_exists(world: World) -> None:
+    """It named `dynaeval token`; the command is `dynaeval tokens create`."""
+    import re
+
+    from client.cli import build_parser
+
+    page = _html(world.app.test_client().get("/login"))
+    [command] = re.findall(r"<code>dynaeval ([^<]+)</code>", page)
+    with pytest.raises(SystemExit) as ended:  # a real command prints its help and exits 0
+        build_parser().parse_args([*command.split(), "--help"])
+    assert ended.value.code == 0, command
