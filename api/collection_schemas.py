@@ -121,7 +121,20 @@ def check_example(task: TaskSpec, body: Mapping[str, Any], max_chars: int) -> Ch
     return CheckedExample({n: inputs[n] for n in task.input_fields}, intended)
 
 
+# What each output type's intended output is written with; the others' fields are refused,
+# not dropped (a writer who sends an answer to a label task meant something by it).
+_INTENDED_FIELDS = {"answer": ("answer", "answer_start"), "label": ("label",)}
+
+
 def _intended(task: TaskSpec, body: Mapping[str, Any]) -> dict[str, Any]:
+    own = _INTENDED_FIELDS.get(task.output_type, ())
+    foreign = sorted(
+        f for fields_ in _INTENDED_FIELDS.values() for f in fields_ if f in body and f not in own
+    )
+    if foreign:
+        raise _invalid(
+            f"{foreign[0]}: this task's examples take {' and '.join(own)}, not {foreign[0]}"
+        )
     if task.output_type == "answer":
         if not body.get("answer") or body.get("answer_start") is None:
             raise _invalid("answer: send the answer and its answer_start in the context")

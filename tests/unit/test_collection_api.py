@@ -189,6 +189,8 @@ def test_qa_answers_are_spans_and_fooled_by_f1(world: World) -> None:
         {"label": None},
         {"inputs": {"statement": 3}},
         {"model_id": "not-in-the-loop"},
+        {"answer": "great", "answer_start": 0},  # a QA answer on a label task was dropped
+        {"answer": "great"},
     ],
 )
 def test_bad_examples_are_422_and_store_nothing(world: World, body: dict[str, Any]) -> None:
