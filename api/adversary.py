@@ -1,7 +1,11 @@
 """The automated adversary through the API: a task owner starts a run on a round open for
-collection; the worker searches perturbations of the task's held-out examples that fool the
-round's best in-the-loop models (evaluator.adversary) and puts what it finds in the round's
-validation queue, marked machine-proposed with the models it fools."""
+collection; the worker searches perturbations of the round's seeds that fool the round's
+best in-the-loop models (evaluator.adversary) and puts what it finds in the round's
+validation queue, marked machine-proposed with the models it fools.
+
+Seeds are the owner's own examples sent with the run and the examples already written in
+the round, never held-out data: validators see every proposal and a freeze copies them into
+a test set, so a proposal made from a held-out row would show that row to the world."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from typing import Any
 from flask_smorest import Blueprint
 from marshmallow import Schema, fields, validate
 
+from api.collection_schemas import check_example
 from api.docs import error_docs
 from api.errors import ApiError
 from api.rounds import owned_task, task_or_404
@@ -20,6 +25,7 @@ from configs.schema import TaskSpec
 from evaluator.adversary import OPERATORS, AttackSpec
 from store.adversary import AttackRefused, AttackRun, AttackRuns
 from store.collection import Collection, LoopModel
+from store.refusals import Refused
 
 blp = Blueprint("adversary", __name__, url_prefix="/api/v1", description="The automated adversary")
 errors = error_docs(
@@ -28,11 +34,13 @@ errors = error_docs(
         401: "no credentials, or an unknown, expired or revoked token",
         403: "not the task's owner or an admin, or a token without the submit scope",
         404: "no such task (or not yours to see), or a round never opened for collection",
-        409: "round_not_open, no_healthy_model or attack_running",
+        409: "round_not_open, no_healthy_model, attack_running, or no_sources (no seeds "
+        "sent and no example written in the round)",
         422: "a setting out of range",
     },
 )
 _PATH = "/tasks/<task_name>/rounds/<round_name>/adversary"
+MAX_SEEDS = 1000
 DEFAULTS = AttackSpec()
 
 
@@ -63,6 +71,12 @@ class AttackRequestSchema(Schema):
         load_default=list(DEFAULTS.operators), validate=validate.Length(min=1, max=len(OPERATORS)),
         metadata={"description": "the word substitutions to try (name swaps join them on "
                   "tasks with fairness perturbations)"},
+    )  # fmt: skip
+    seeds = fields.List(
+        fields.Dict(), load_default=list, validate=validate.Length(max=MAX_SEEDS),
+        metadata={"description": "the owner's own examples to start from, each written as a "
+                  "collected example is ({inputs, label} or {inputs, answer, answer_start}); "
+                  "the round's written examples join them. Held-out data is never used."},
     )  # fmt: skip
     top_models = fields.Integer(
         load_default=2, validate=validate.Range(1, 8),
@@ -117,6 +131,12 @@ def start_run(task: TaskSpec, round_name: str, body: dict[str, Any]) -> AttackRu
     if not healthy:
         raise ApiError(409, "no_healthy_model", "no in-the-loop model of this round is healthy")
     top = body.pop("top_models")
+    seeds = [_seed(task, seed, state.settings.max_field_chars) for seed in body.pop("seeds")]
+    if not seeds and not Collection(service().db).written_examples(task.name, round_name):
+        raise ApiError(
+            409, "no_sources", "the adversary starts from the round's written examples or the "
+            "seeds you send, never from held-out data: write examples or send seeds first",
+        )  # fmt: skip
     try:
         body["operators"] = tuple(body["operators"])
         spec = AttackSpec(**body, name_swaps=bool(task.fairness))
@@ -124,10 +144,23 @@ def start_run(task: TaskSpec, round_name: str, body: dict[str, Any]) -> AttackRu
         raise ApiError(422, "invalid_attack", str(exc)) from None
     models = targets(task, healthy, top)
     try:
-        job_id = runs().start(task.name, round_name, {"attack": spec.to_dict(), "models": models})
+        job_id = runs().start(
+            task.name, round_name, {"attack": spec.to_dict(), "models": models, "seeds": seeds}
+        )
     except AttackRefused as exc:
         raise ApiError(exc.status, exc.code, exc.message) from None
     return next(run for run in runs().runs(task.name, round_name) if run.job_id == job_id)
+
+
+def _seed(task: TaskSpec, body: Any, max_chars: int) -> dict[str, Any]:
+    """One seed checked as a written example is (fields, label or span): 422 otherwise."""
+    if not isinstance(body, dict):
+        raise ApiError(422, "invalid_example", "seeds: each seed is an object")
+    try:
+        checked = check_example(task, body, max_chars)
+    except Refused as exc:
+        raise ApiError(exc.status, exc.code, f"seeds: {exc.message}") from None
+    return {"inputs": dict(checked.inputs), "intended": dict(checked.intended)}
 
 
 def shown(run: AttackRun) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
@@ -217,6 +217,25 @@ class Collection:
         if author_id is not None:
             query = query.where(CollectedExampleRow.author_id == author_id)
         query = query.order_by(CollectedExampleRow.created_at.desc()).limit(limit)
+        with self.db.session() as session:
+            return [_example(row) for row in session.scalars(query)]
+
+    def written_examples(self, task: str, round_name: str) -> list[StoredExample]:
+        """The round's examples written by people, oldest first, without those judged
+        incorrect or flagged: the adversary's seeds besides the owner's own."""
+        query = (
+            select(CollectedExampleRow)
+            .where(
+                CollectedExampleRow.task == task,
+                CollectedExampleRow.round == round_name,
+                CollectedExampleRow.origin == "human",
+                or_(
+                    CollectedExampleRow.verdict.is_(None),
+                    CollectedExampleRow.verdict.not_in(("incorrect", "flagged")),
+                ),
+            )
+            .order_by(CollectedExampleRow.created_at, CollectedExampleRow.id)
+        )
         with self.db.session() as session:
             return [_example(row) for row in session.scalars(query)]
 

@@ -16,10 +16,10 @@ from configs.vocabulary.examples import Example, Prediction
 from configs.vocabulary.results import EvaluationResult
 from evaluator.adversary import AttackSpec, Checkpoint, Proposal, attack
 from evaluator.collection import LiveModel, LivePool, pinned_spec, start_ready
-from evaluator.inputs.datasets import load_examples
 from evaluator.runtimes.runtime import Runtime
 from evaluator.transport.client import ModelClient
 from store.adversary import AttackRuns, MachineProposal
+from store.collection import Collection
 from store.jobs import ClaimedJob
 from store.models import ModelRow
 from worker.evaluation import JobContext
@@ -36,7 +36,7 @@ def run_attack(context: JobContext, job: ClaimedJob, progress: Progress) -> Eval
     settings = AttackSpec.from_dict(spec["attack"])
     round_name = str(spec["round"])
     models = _live_models(context, [str(m) for m in spec["models"]])
-    sources = _sources(context, task, round_name)
+    sources = _sources(context, task, round_name, spec.get("seeds") or [])
     runs = AttackRuns(context.store.db, context.store.clock)
     start = Checkpoint.from_dict(job.checkpoint) if job.checkpoint else Checkpoint()
     pool = LivePool(
@@ -87,15 +87,25 @@ def _live_models(context: JobContext, model_ids: Sequence[str]) -> dict[str, Liv
     }
 
 
-def _sources(context: JobContext, task: TaskSpec, round_name: str) -> list[Example]:
-    """Every held-out example of the task's other rounds, in the task's order."""
-    examples: list[Example] = []
-    for spec in task.rounds:
-        if spec.name == round_name:
-            continue
-        for dataset in spec.datasets:
-            examples.extend(load_examples(task, dataset, context.config_dir))
-    return examples
+def _sources(
+    context: JobContext, task: TaskSpec, round_name: str, seeds: Sequence[Mapping[str, Any]]
+) -> list[Example]:
+    """The owner's seeds, then the round's written examples (oldest first): never a
+    held-out row, since validators see every proposal and a freeze publishes them."""
+    written = Collection(context.store.db).written_examples(task.name, round_name)
+    rows = [(f"seed-{k}", s["inputs"], s["intended"]) for k, s in enumerate(seeds)]
+    rows += [(e.id, e.inputs, e.intended) for e in written]
+    return [_as_example(task, uid, inputs, intended) for uid, inputs, intended in rows]
+
+
+def _as_example(
+    task: TaskSpec, uid: str, inputs: Mapping[str, Any], intended: Mapping[str, Any]
+) -> Example:
+    fields_ = {name: str(inputs[name]) for name in task.input_fields}
+    if task.output_type == "answer":
+        start = int(intended["answer_start"])
+        return Example(uid, fields_, str(intended["answer"]), answer_start=start)
+    return Example(uid, fields_, str(intended["label"]))
 
 
 def _starter(context: JobContext, job: ClaimedJob) -> Any:

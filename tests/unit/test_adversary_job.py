@@ -92,6 +92,7 @@ class Loop:
             json.loads(line)["statement"]: json.loads(line)["label"]
             for line in (self.service.config_dir / "datasets/s/r1.jsonl").read_text().splitlines()
         }
+        gold.update(dict(SEED_ROWS))  # it knows the seeds too, so edits of them can fool it
 
         def model(spec: dict[str, Any]) -> FakeModel:
             return LookupModel(gold, constant=spec["command"] == ["constant"])
@@ -163,7 +164,19 @@ def loop(tmp_path: Path) -> Iterator[Loop]:
         made.service.close()
 
 
-ATTACK = {"seed": 3, "max_queries": 40, "max_proposals": 4, "top_models": 2}
+# The owner's own seeds: the adversary never starts from held-out rows.
+SEED_ROWS = [
+    ("the waiter was friendly and the soup was wonderful", "positive"),
+    ("a dreadful evening with cold food and rude staff", "negative"),
+    ("the hotel room was clean and the view was lovely", "positive"),
+    ("my order arrived late and the box was broken", "negative"),
+    ("the concert was loud but the band played well", "positive"),
+    ("the train was delayed again and nobody told us why", "negative"),
+    ("a charming little shop with helpful owners", "positive"),
+    ("the screen cracked after one week of normal use", "negative"),
+]
+SEEDS = [{"inputs": {"statement": text}, "label": label} for text, label in SEED_ROWS]
+ATTACK = {"seed": 3, "max_queries": 40, "max_proposals": 4, "top_models": 2, "seeds": SEEDS}
 
 
 def test_a_run_proposes_within_budget_and_the_proposals_join_validation(loop: Loop) -> None:
@@ -278,3 +291,47 @@ def test_an_owner_picks_the_adversarys_operators(loop: Loop) -> None:
     started = loop.client("owner").post(f"{LOOP}/adversary", json={**ATTACK, "operators": ["typo"]})
     assert started.status_code == 202, started.get_json()
     assert started.get_json()["spec"]["attack"]["operators"] == ["typo"]
+
+
+def test_no_held_out_string_reaches_a_proposal(loop: Loop) -> None:
+    """Proposals are typo'd or paraphrased copies of their sources, and every validator sees
+    them: they come from the owner's seeds and the round's written examples only."""
+    held_out = [
+        json.loads(line)
+        for path in (loop.service.config_dir / "datasets").rglob("*.jsonl")
+        for line in path.read_text().splitlines()
+    ]
+    texts = {row["statement"] for row in held_out}
+    words = [set(text.split()) for text in texts]
+    started = loop.client("owner").post(f"{LOOP}/adversary", json={**ATTACK, "max_proposals": 20})
+    assert started.status_code == 202, started.get_json()
+    assert not (set(map(str, started.get_json()["spec"].get("seeds", []))) & texts)
+    assert loop.worker().work(burst=True).done == 1
+    found = loop.proposals()
+    assert found, "the run proposed nothing: the test proves nothing"
+    seeds = {f"seed-{k}": text for k, (text, _) in enumerate(SEED_ROWS)}
+    for source, statement, _ in found:
+        assert source in seeds, source
+        assert statement not in texts
+        near = [w for w in words if len(w & set(statement.split())) >= len(w) - 3]
+        assert not near, (statement, near[:1])  # not within an edit budget of a held-out row
+
+
+def test_written_examples_seed_the_adversary_and_nothing_else_is_refused(loop: Loop) -> None:
+    without = {key: value for key, value in ATTACK.items() if key != "seeds"}
+    refused = loop.client("owner").post(f"{LOOP}/adversary", json=without)
+    assert refused.status_code == 409 and refused.get_json()["error"]["code"] == "no_sources"
+    text, label = SEED_ROWS[0]
+    written = loop.client("owner").post(
+        f"{LOOP}/examples", json={"inputs": {"statement": text}, "label": label}
+    )
+    assert written.status_code == 201, written.get_json()
+    assert loop.client("owner").post(f"{LOOP}/adversary", json=without).status_code == 202
+    assert loop.worker().work(burst=True).done == 1
+    assert {source for source, _, _ in loop.proposals()} <= {written.get_json()["id"]}
+
+
+def test_a_bad_seed_is_422(loop: Loop) -> None:
+    bad = {**ATTACK, "seeds": [{"inputs": {"statement": "fine"}, "label": "furious"}]}
+    assert loop.client("owner").post(f"{LOOP}/adversary", json=bad).status_code == 422
+    assert loop.client("owner").get(f"{LOOP}/adversary").get_json()["runs"] == []
