@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-exec "${PYTHON:-python3}" -m client.cli serve "$@"
+# shellcheck source=scripts/python.sh
+source scripts/python.sh
+exec "$(choose_python)" -m client.cli serve "$@"

@@ -37,13 +37,30 @@ if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver ]]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver
 fi
 
-PYTHON="${PYTHON:-python3}"
-# The stamp records a finished install of this checkout; pyproject changes redo it.
-if [[ ! -f .setup-stamp || pyproject.toml -nt .setup-stamp ]]; then
-    log "installing the dynaeval package and its dependencies (pip)"
-    "$PYTHON" -m pip install -q --disable-pip-version-check -e '.[test]'
-    touch .setup-stamp
+# shellcheck source=scripts/python.sh
+source scripts/python.sh
+PYTHON="$(choose_python)"
+if externally_managed "$PYTHON"; then
+    # Debian's python3 refuses pip (PEP 668): the package goes into ./.venv instead, which
+    # every script then uses (scripts/python.sh).
+    log "$PYTHON is managed by the system (PEP 668): installing into ./.venv"
+    if ! "$PYTHON" -m venv .venv 2>/dev/null; then
+        log "installing python3-venv"
+        $SUDO apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-venv
+        rm -rf .venv
+        "$PYTHON" -m venv .venv
+    fi
+    PYTHON="$PWD/.venv/bin/python"
 fi
+# The stamp records a finished install of this checkout into this interpreter; a change of
+# pyproject or of interpreter redoes it.
+if [[ ! -f .setup-stamp || pyproject.toml -nt .setup-stamp || "$(cat .setup-stamp)" != "$PYTHON" ]]; then
+    log "installing the dynaeval package and its dependencies (pip, into $PYTHON)"
+    "$PYTHON" -m pip install -q --disable-pip-version-check -e '.[test]'
+    printf '%s' "$PYTHON" > .setup-stamp
+fi
+export PYTHON  # the image builders below use the same interpreter
 
 # moto's S3 server (the test extra): the S3 blob store's tests start it on 127.0.0.1
 # (tests/s3.py); without it they skip locally and fail in CI.

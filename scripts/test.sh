@@ -18,7 +18,12 @@ if [[ $FAST == 1 ]]; then
 else
   scripts/setup.sh --docker
 fi
-PYTHON="${PYTHON:-python3}"
+# shellcheck source=scripts/python.sh
+source scripts/python.sh
+PYTHON="$(choose_python)"
+# the console scripts (dynaeval) of that interpreter come first, as for the tests' subprocesses
+PATH="$(dirname "$(command -v "$PYTHON")"):$PATH"
+export PATH PYTHON
 "$PYTHON" -m ruff check .
 "$PYTHON" -m ruff format --check .
 # Imports go one way (contracts in pyproject.toml).
