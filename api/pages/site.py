@@ -185,10 +185,15 @@ def board_page(
     data["ties"] = _ties(board)  # the API's 95 % tie groups, for these weights only
     data["ties_for"] = "&".join(f"{k}={v}" for k, v in query.items())
     data["condition_groups"] = boards.condition_marks(board)  # marks only on mixed boards
+    busy = _busy_jobs()
+    pending = {
+        status: busy.get((task.name, status), 0) for status in (JobStatus.QUEUED, JobStatus.RUNNING)
+    }
     return render_template(
         template,
         task=task,
         board=board,
+        pending={"queued": pending[JobStatus.QUEUED], "running": pending[JobStatus.RUNNING]},
         data=data,
         pages_of={m["model_id"]: m["page"] for m in data["models"]},
         error=error,

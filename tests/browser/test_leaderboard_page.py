@@ -361,3 +361,14 @@ def test_statistical_ties_are_shown_when_the_api_gives_them(browser: Any, live: 
         assert "statistically tied (95 %)" in row.text
     browser.find_element(_by("ID"), "w_memory").send_keys(Keys.END)  # other weights: unknown
     assert "statistically tied" not in browser.find_element(_by("ID"), "leaderboard").text
+
+
+def test_a_board_with_models_only_queued_says_so(browser: Any, live: Live) -> None:
+    """It showed an empty warning bar (the script's sentence was empty with no complete
+    model) and no word about the models waiting."""
+    live.service.store.submit("hate_speech", "waiting", {"kind": "process", "command": ["x"]})
+    browser.get(f"{live.url}/tasks/hate_speech")
+    warning = browser.find_element(_by("ID"), "undefined")
+    assert warning.is_displayed() and warning.text == "No model has a complete result yet."
+    pending = browser.find_element(_by("ID"), "pending")
+    assert pending.is_displayed() and pending.text.startswith("1 model queued and 0 being scored")

@@ -87,7 +87,11 @@
       else complete.push(m);
     });
     var result = { models: [], unranked: unranked, amrs: {}, shares: {}, pairs: 0 };
-    if (!complete.length) return result;
+    if (!complete.length) {  // the server's sentence: the warning is never an empty bar
+      result.defined = false;
+      result.undefinedReason = "No model has a complete result yet.";
+      return result;
+    }
     var utils = complete.map(function (m) {
       var u = {};
       AXES.forEach(function (a) { u[a] = Number(m[a]); });
