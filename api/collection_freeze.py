@@ -43,15 +43,39 @@ UNSPECIFIED_SLICE = "unspecified"  # writers are not asked for slice attributes
 
 class FreezeSchema(ChangeSchema):
     frozen_examples = fields.Integer(metadata={"description": "validated examples frozen"})
+    dropped_examples = fields.Dict(
+        keys=fields.String(), values=fields.Integer(),
+        metadata={"description": "the round's examples left out, by why: `unsettled` (fooled "
+                  "a model, no verdict yet), `rejected` (judged incorrect or flagged), "
+                  "`did_not_fool` (never up for validation)"},
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Frozen:
     change: Change
     examples: int
+    dropped: dict[str, int]
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.change.to_dict(), "frozen_examples": self.examples}
+        return {
+            **self.change.to_dict(),
+            "frozen_examples": self.examples,
+            "dropped_examples": dict(self.dropped),
+        }
+
+
+def dropped_examples(rows: list[CollectedExampleRow]) -> dict[str, int]:
+    """What a freeze leaves out of the round's examples, by reason (nothing silently)."""
+    dropped = {"unsettled": 0, "rejected": 0, "did_not_fool": 0}
+    for row in rows:
+        if row.verdict in ("incorrect", "flagged"):
+            dropped["rejected"] += 1
+        elif row.verdict is None and row.fooled:
+            dropped["unsettled"] += 1
+        elif row.verdict is None:
+            dropped["did_not_fool"] += 1
+    return dropped
 
 
 def dataset_lines(task: TaskSpec, rows: list[CollectedExampleRow]) -> bytes:
@@ -80,17 +104,17 @@ def freeze(svc: Service, task: TaskSpec, round_name: str) -> Frozen:
             raise RoundRefused(404, "unknown_round", f"round {round_name!r} was never collected")
         if state.status == "frozen":
             raise RoundRefused(409, "round_frozen", f"round {round_name!r} is frozen already")
-        rows = list(
+        every = list(
             session.scalars(
                 select(CollectedExampleRow)
                 .where(
                     CollectedExampleRow.task == task.name,
                     CollectedExampleRow.round == round_name,
-                    CollectedExampleRow.verdict == "correct",
                 )
                 .order_by(CollectedExampleRow.created_at, CollectedExampleRow.id)
             )
         )
+    rows = [row for row in every if row.verdict == "correct"]
     if not rows:
         raise RoundRefused(409, "nothing_validated", "no example of this round is validated yet")
     new_round = round_name not in {spec.name for spec in task.rounds}
@@ -108,7 +132,7 @@ def freeze(svc: Service, task: TaskSpec, round_name: str) -> Frozen:
     frozen_state = Collection(svc.db, svc.clock).state(task.name, round_name)
     if frozen_state is not None:  # its live models are not needed any more
         stop_round_models(frozen_state)
-    return Frozen(change, len(rows))
+    return Frozen(change, len(rows), dropped_examples(every))
 
 
 @blp.route("/tasks/<task_name>/rounds/<round_name>/freeze", methods=["POST"])

@@ -29,6 +29,7 @@ from api.service import Service
 from configs.schema import TaskSpec
 from evaluator.inputs.datasets import DatasetError, check_file, file_digest
 from evaluator.tasks import RoundError, TaskCatalog, put_dataset, put_weight
+from store.collection import Collection
 from store.refusals import Refused
 from store.tasks import NewDataset, StoredDataset
 
@@ -99,7 +100,9 @@ class DatasetInfoSchema(OpenSchema):
     examples = fields.Integer()
     version = fields.Integer(metadata={"description": "1 for the first content of this name"})
     added_at = fields.String(allow_none=True, metadata={"description": "null: from the files"})
-    source = fields.String(metadata={"description": "`file` (configs/) or `upload` (API)"})
+    source = fields.String(
+        metadata={"description": "`file` (configs/), `upload` (API) or `collected` (a freeze)"}
+    )
 
 
 class RoundInfoSchema(OpenSchema):
@@ -207,16 +210,17 @@ def set_weight(svc: Service, task: TaskSpec, round_name: str, weight: float) -> 
 def rounds_of(svc: Service, task: TaskSpec) -> list[dict[str, Any]]:
     """Each round with its weight and its sets' hashes, sizes and versions (no examples)."""
     records = svc.catalog.versions.datasets(task.name) if svc.catalog else []
-    return [
-        {
-            "name": spec.name,
-            "weight": spec.weight,
-            "datasets": [
-                _dataset_info(svc, task, spec.name, d.name, d.path, records) for d in spec.datasets
-            ],
-        }
-        for spec in task.rounds
-    ]
+    frozen = Collection(svc.db).frozen_sets(task.name)
+    rounds = []
+    for spec in task.rounds:
+        infos = [
+            _dataset_info(svc, task, spec.name, d.name, d.path, records) for d in spec.datasets
+        ]
+        for info in infos:  # a set a freeze wrote says so
+            if frozen.get(spec.name) == info["sha256"] and info["source"] == "upload":
+                info["source"] = "collected"
+        rounds.append({"name": spec.name, "weight": spec.weight, "datasets": infos})
+    return rounds
 
 
 def _change(

@@ -220,6 +220,14 @@ class Collection:
         with self.db.session() as session:
             return [_example(row) for row in session.scalars(query)]
 
+    def frozen_sets(self, task: str) -> dict[str, str]:
+        """round -> sha256 of the set each frozen round of ``task`` became."""
+        query = select(CollectionRoundRow.round, CollectionRoundRow.frozen_sha256).where(
+            CollectionRoundRow.task == task, CollectionRoundRow.frozen_sha256.is_not(None)
+        )
+        with self.db.session() as session:
+            return {str(name): str(digest) for name, digest in session.execute(query)}
+
     def written_examples(self, task: str, round_name: str) -> list[StoredExample]:
         """The round's examples written by people, oldest first, without those judged
         incorrect or flagged: the adversary's seeds besides the owner's own."""

@@ -94,10 +94,16 @@ def test_collect_validate_freeze_backfill(loop: Loop) -> None:
     # 3 submitted, 2 fooled, 1 of them judged incorrect: (2 - 1) / 3
     assert (human["submitted"], human["vmer"]) == (3, pytest.approx(1 / 3))
 
+    waiting = loop.write("the acting is wooden yet somehow I cried", "negative")
+    assert waiting["fooled"]  # fooled, never voted on: the freeze must say it leaves it out
     frozen = loop.client("owner").post(f"{LOOP}/freeze")
     assert frozen.status_code == 201, frozen.get_json()
     body = frozen.get_json()
     assert body["frozen_examples"] == 1 and body["dataset"]["examples"] == 1
+    assert body["dropped_examples"] == {"unsettled": 1, "rejected": 1, "did_not_fool": 1}
+    listing = loop.client("owner").get("/api/v1/tasks/sentiment/rounds").get_json()
+    [frozen_round] = [r for r in listing["rounds"] if r["name"] == ROUND]
+    assert [d["source"] for d in frozen_round["datasets"]] == ["collected"]
     assert len(body["backfill_jobs"]) == 2  # one per scored model
     assert loop.client("owner").post(f"{LOOP}/freeze").status_code == 409  # once only
     assert sorted(loop.pool.stopped) == sorted(loop.models)  # the frozen round's live models
