@@ -96,7 +96,13 @@ class DatasetUploadSchema(DatasetFormSchema):
 
 class DatasetInfoSchema(OpenSchema):
     name = fields.String()
-    sha256 = fields.String(metadata={"description": "of the JSONL file's bytes"})
+    sha256 = fields.String(
+        metadata={"description": "of the JSONL file's bytes (what the blob store keeps)"}
+    )
+    dataset_hash = fields.String(
+        metadata={"description": "the set's identity in results: provenance.dataset_hashes, "
+                  "score keys and backfill scopes name it by this (of its parsed examples)"}
+    )  # fmt: skip
     examples = fields.Integer()
     version = fields.Integer(metadata={"description": "1 for the first content of this name"})
     added_at = fields.String(allow_none=True, metadata={"description": "null: from the files"})
@@ -211,11 +217,14 @@ def rounds_of(svc: Service, task: TaskSpec) -> list[dict[str, Any]]:
     """Each round with its weight and its sets' hashes, sizes and versions (no examples)."""
     records = svc.catalog.versions.datasets(task.name) if svc.catalog else []
     frozen = Collection(svc.db).frozen_sets(task.name)
+    identities = svc.dataset_hashes(task.name)
     rounds = []
     for spec in task.rounds:
         infos = [
             _dataset_info(svc, task, spec.name, d.name, d.path, records) for d in spec.datasets
         ]
+        for info in infos:  # both identities, so one maps to the other
+            info["dataset_hash"] = identities.get(f"{spec.name}/{info['name']}")
         for info in infos:  # a set a freeze wrote says so
             if frozen.get(spec.name) == info["sha256"] and info["source"] == "upload":
                 info["source"] = "collected"

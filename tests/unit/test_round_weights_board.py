@@ -109,3 +109,12 @@ def test_the_json_leaderboard_takes_round_weights_as_the_page_does(service: Serv
     assert kept == {"A": [49.0, 51.0], "B": [44.0, 46.0]}  # computed under these weights
     assert_error(anyone.get(f"{BOARD}?rounds=nope:1"), 400, "bad_weights")
     assert_error(anyone.get(f"{BOARD}?rounds=r1:0,r2:0"), 400, "bad_weights")
+
+
+def test_the_rounds_listing_names_the_identity_results_use(service: Service) -> None:
+    """The listing's sha256 is the file's; results name a set by dataset_hash: both shown."""
+    listing = client(service).get(ROUNDS).get_json()
+    shown = {f"{r['name']}/{d['name']}": d for r in listing["rounds"] for d in r["datasets"]}
+    provenance = service.queries.leaderboard_rows("sentiment")[0]["dataset_hashes"]
+    assert {key: d["dataset_hash"] for key, d in shown.items()} == provenance
+    assert all(d["sha256"] and d["sha256"] != d["dataset_hash"] for d in shown.values())
