@@ -149,8 +149,9 @@ def write_example(task: TaskSpec, round_name: str, body: Mapping[str, Any]) -> d
 def _message(fooled: bool | None, error: str | None) -> str:
     if fooled is None:
         return (
-            f"The model could not answer ({error}). Your example is kept, marked unanswered; "
-            "the next one goes to another model if one is healthy."
+            f"The model could not answer ({error}). Your example is kept, marked unanswered "
+            "and left out of the error rates; a model that stops answering is restarted on its "
+            "own within a minute, and meanwhile the next example goes to another one."
         )
     return "You fooled the model." if fooled else "The model got it right."
 

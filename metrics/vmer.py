@@ -1,13 +1,14 @@
 """Validated model error rate (vMER) of a collection round, per round, per model and per
 writer, with human-written and machine-proposed examples apart.
 
-vMER = validated fooled / submitted, where *validated fooled* is an example that fooled
-the model and was judged ``correct``. Once every fooled example is settled this equals
-the issue's (fooled - fooled judged incorrect or flagged) / submitted; before then the
-fooled examples still waiting for a verdict are counted in ``unvalidated_fooled`` and
-never in the numerator. An unanswered example (the model timed out or crashed:
-``fooled`` is None) was submitted but could not fool: it counts in ``submitted`` only.
-``mer`` is the raw model error rate, fooled / submitted, validated or not.
+vMER = validated fooled / answered, where *validated fooled* is an example that fooled
+the model and was judged ``correct``, and *answered* counts the submitted examples a model
+answered. Once every fooled example is settled this equals (fooled - fooled judged
+incorrect or flagged) / answered; before then the fooled examples still waiting for a
+verdict are counted in ``unvalidated_fooled`` and never in the numerator. An unanswered
+example (the model timed out or crashed: ``fooled`` is None) could neither fool nor be
+resisted: it counts in ``submitted`` and ``unanswered``, never in a rate. ``mer`` is the
+raw model error rate, fooled / answered, validated or not.
 
 A machine proposal that fooled several models arrives as one outcome per model: it counts
 once per model in the model table, and once in the round and writer tables."""
@@ -45,15 +46,21 @@ class Tally:
     rejected_fooled: int = 0  # fooled, judged incorrect or flagged
     validated_fooled: int = 0  # fooled, judged correct
     unvalidated_fooled: int = 0  # fooled, no verdict yet
-    unanswered: int = 0  # the model gave no answer (counted in submitted)
+    unanswered: int = 0  # the model gave no answer (in submitted, never in the rates)
+
+    @property
+    def answered(self) -> int:
+        """Examples a model answered: the rates' denominator (a model that could not answer
+        was neither fooled nor right, so it must not dilute the rate)."""
+        return self.submitted - self.unanswered
 
     @property
     def vmer(self) -> float | None:
-        return _ratio(self.validated_fooled, self.submitted)
+        return _ratio(self.validated_fooled, self.answered)
 
     @property
     def mer(self) -> float | None:
-        return _ratio(self.fooled, self.submitted)
+        return _ratio(self.fooled, self.answered)
 
     def add(self, outcome: CollectedOutcome) -> Tally:
         """This tally with ``outcome`` counted."""

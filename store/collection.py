@@ -28,7 +28,11 @@ from store.refusals import Refused
 
 OPEN, CLOSED, FROZEN = "open", "closed", "frozen"
 HUMAN = "human"
-NO_HEALTHY_MODEL = "no in-the-loop model of this round is healthy; the round's owner can reopen it"
+NO_HEALTHY_MODEL = (
+    "no in-the-loop model of this round is answering; each is restarted on its own within a "
+    "minute of its failure"
+)
+RESTART_AFTER_S = 60.0  # a model that stopped answering is tried again (started anew) after
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,13 @@ class LoopModel:
     runtime: Mapping[str, Any]
     image_id: str | None
     unhealthy: str | None = None
+    unhealthy_since: datetime | None = None  # None with a reason: marked before times were kept
+
+    def due_for_restart(self, now: datetime) -> bool:
+        """Healthy, or marked long enough ago to be started anew and asked again."""
+        if self.unhealthy is None or self.unhealthy_since is None:
+            return True
+        return (now - self.unhealthy_since).total_seconds() >= RESTART_AFTER_S
 
 
 @dataclass(frozen=True)
@@ -166,16 +177,19 @@ class Collection:
 
     def pick(self, state: RoundState, wanted: str | None) -> LoopModel | None:
         """The model to answer the next write (see the module's docstring); None when no
-        model is healthy. A wanted model outside the loop is a 422."""
+        model is healthy or due for a restart. A wanted model outside the loop is a 422."""
+        now = self.clock.now()
         if wanted is not None:
             chosen = next((m for m in state.models if m.id == wanted), None)
             if chosen is None:
                 raise CollectionRefused(
                     422, "invalid_example", f"model_id: {wanted!r} is not in this round's loop"
                 )
-            if chosen.unhealthy is None:
+            if chosen.due_for_restart(now):
                 return chosen
-        healthy = state.healthy()
+        # a model that stopped answering is tried again after RESTART_AFTER_S: the live pool
+        # starts it anew, so one crash never blocks the round until its owner reopens it
+        healthy = [m for m in state.models if m.due_for_restart(now)]
         if not healthy:
             return None
         used = self._answered(state.task, state.round)
@@ -191,8 +205,14 @@ class Collection:
                 raise CollectionRefused(
                     409, "round_not_open", f"round {round_name!r} is {row.status}"
                 )
+            marks = dict(row.unhealthy or {})
             if written.answer_error is not None and written.model_id is not None:
-                row.unhealthy = {**(row.unhealthy or {}), written.model_id: written.answer_error}
+                now = self.clock.now().isoformat()
+                marks[written.model_id] = {"error": written.answer_error, "at": now}
+                row.unhealthy = marks
+            elif written.model_id in marks:  # restarted, and it answered: healthy again
+                marks.pop(written.model_id)
+                row.unhealthy = marks
             session.add(
                 CollectedExampleRow(
                     id=example_id, task=task, round=round_name, origin=HUMAN,
@@ -297,7 +317,7 @@ class Collection:
                 )
 
     def _state(self, session: Session, row: CollectionRoundRow) -> RoundState:
-        unhealthy = dict(row.unhealthy or {})
+        unhealthy = {key: _mark(value) for key, value in (row.unhealthy or {}).items()}
         models = []
         for model_id in row.model_ids:
             model = session.get(ModelRow, model_id)
@@ -307,7 +327,7 @@ class Collection:
                     model.name if model else model_id,
                     dict(model.runtime) if model else {},
                     model.image_id if model else None,
-                    unhealthy.get(model_id),
+                    *unhealthy.get(model_id, (None, None)),
                 )
             )
         return RoundState(
@@ -344,6 +364,15 @@ def _counts(session: Session, task: str, round_name: str) -> dict[str, int]:
         "fooled": by.get(True, 0),
         "unanswered": by.get(None, 0),
     }
+
+
+def _mark(stored: Any) -> tuple[str, datetime | None]:
+    """A stored unhealthy mark as (reason, since); marks from before times were kept are
+    a bare reason (their model is due for a restart at once)."""
+    if isinstance(stored, Mapping):
+        since = stored.get("at")
+        return str(stored.get("error")), datetime.fromisoformat(since) if since else None
+    return str(stored), None
 
 
 def _example(row: CollectedExampleRow) -> StoredExample:

@@ -18,6 +18,7 @@ from sqlalchemy import func, select
 from api.app import create_app
 from api.service import Service
 from configs.schema import TaskSpec
+from configs.vocabulary.clock import ManualClock
 from configs.vocabulary.examples import Prediction
 from evaluator.collection import LiveModel, LiveModelError
 from store.accounts import Accounts
@@ -71,7 +72,7 @@ class World:
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    service = Service.open(tmp_path / "data")
+    service = Service.open(tmp_path / "data", clock=ManualClock())
     tokens = {name: issue_token(service, name, "researcher") for name in USERS}
     tokens["admin"] = issue_token(service, "admin", "admin")
     tokens["reader"] = issue_token(service, "writer", scopes=["read"])
@@ -315,3 +316,28 @@ def test_a_real_live_pool_answers_with_a_process_model(world: World) -> None:
     )
     assert body["fooled"] == (body["model_answer"]["label"] != "negative")
     assert pool.warm() == [world.models["a"]]
+
+
+def test_a_dead_model_is_restarted_on_its_own_and_unanswered_examples_leave_the_rates(
+    world: World,
+) -> None:
+    """A dead in-the-loop model blocked its round: every later write was 201 unanswered
+    until the owner closed and reopened it. It is now tried again a minute later."""
+    open_round(world)
+    a, b = world.models["a"], world.models["b"]
+    world.pool.failing = {a, b}
+    write(world, model_id=a)
+    dead = write(world, model_id=b).get_json()
+    assert dead["unanswered"] is True and "restart" in dead["message"]
+    world.pool.failing = set()  # the models would answer again once started anew
+    waiting = write(world).get_json()
+    assert waiting["unanswered"] is True and waiting["model_id"] is None  # inside the minute
+    world.service.clock.advance(61)  # type: ignore[attr-defined]
+    back = write(world).get_json()
+    assert back["unanswered"] is False and back["model_id"] in (a, b), back
+    shown = world.client("anonymous").get(url()).get_json()
+    assert [m["healthy"] for m in shown["models"] if m["id"] == back["model_id"]] == [True]
+    vmer = world.client("anonymous").get(url(tail="vmer")).get_json()
+    human = {t["origin"]: t for t in vmer["totals"]}["human"]
+    assert (human["submitted"], human["unanswered"]) == (4, 3)
+    assert human["mer"] == 1.0  # 1 fooled of the 1 answered: the 3 unanswered stay out

@@ -267,16 +267,16 @@ def test_vmer_through_the_api_is_the_hand_computed_case(world: World) -> None:
     assert answer.status_code == 200, answer.get_json()
     body = answer.get_json()
     totals = {t["origin"]: t for t in body["totals"]}
-    assert totals["human"]["submitted"] == 10 and totals["human"]["vmer"] == pytest.approx(0.4)
+    assert totals["human"]["submitted"] == 10 and totals["human"]["vmer"] == pytest.approx(4 / 9)
     assert totals["human"]["unvalidated_fooled"] == 1 and totals["human"]["unanswered"] == 1
     assert totals["machine"]["vmer"] == pytest.approx(0.5)
     models = {(m["origin"], m["model_id"]): m["vmer"] for m in body["models"]}
     assert models == pytest.approx(
-        {("human", "A"): 0.6, ("human", "B"): 0.2, ("machine", "A"): 0.5, ("machine", "B"): 1.0}
+        {("human", "A"): 0.6, ("human", "B"): 0.25, ("machine", "A"): 0.5, ("machine", "B"): 1.0}
     )
     writers = [(w["origin"], w["writer"], w["vmer"]) for w in body["writers"]]
     assert writers == [
-        ("human", "val2", pytest.approx(2 / 3)), ("human", "val1", pytest.approx(1 / 3)),
+        ("human", "val2", pytest.approx(2 / 3)), ("human", "val1", pytest.approx(1 / 2)),
         ("human", "author", 0.25), ("machine", None, 0.5),
     ]  # fmt: skip
     assert "inputs" not in answer.get_data(as_text=True)  # aggregates only, never example text

@@ -39,18 +39,19 @@ def _table(groups: tuple[Group, ...]) -> dict[tuple[str, str | None], Tally]:
 def test_the_hand_computed_case() -> None:
     """Human, the round: 10 submitted; fooled 1,2,4,5,6,9,10 = 7; judged incorrect or
     flagged 2,6 = 2; correct 1,5,9,10 = 4; unsettled fooled 4 = 1; unanswered 7 = 1.
-    vMER = 4/10 = 0.4 (= (7 - 2 - 1 unvalidated) / 10); MER = 7/10.
+    9 answered (the unanswered one stays out of the rates): vMER = 4/9 (= (7 - 2 - 1
+    unvalidated) / 9); MER = 7/9.
     Model A (1,2,5,8,9): 5 submitted, fooled 4, rejected 1, correct 3 -> 3/5 = 0.6.
     Model B (3,4,6,7,10): 5 submitted, fooled 3, rejected 1, correct 1, unvalidated 1,
-    unanswered 1 -> 1/5 = 0.2.
-    Writers: w1 (1-4) 1/4 = 0.25, unvalidated 1; w2 (5-7) 1/3, unanswered 1; w3 (8-10) 2/3.
+    unanswered 1 -> 1/4 = 0.25.
+    Writers: w1 (1-4) 1/4 = 0.25, unvalidated 1; w2 (5-7) 1/2, unanswered 1; w3 (8-10) 2/3.
     Machine: the round 2 submitted, 1 correct, 1 incorrect -> 0.5; model A (m1, m2) 1/2,
     model B (m1) 1/1; the machine writer 1/2."""
     report = vmer_report(OUTCOMES)
     rounds = _table(report.round)
     assert rounds[("human", None)] == Tally(10, 7, 2, 4, 1, 1)
-    assert rounds[("human", None)].vmer == pytest.approx(0.4)
-    assert rounds[("human", None)].mer == pytest.approx(0.7)
+    assert rounds[("human", None)].vmer == pytest.approx(4 / 9)
+    assert rounds[("human", None)].mer == pytest.approx(7 / 9)
     assert rounds[("machine", None)] == Tally(2, 2, 1, 1, 0, 0)
     assert rounds[("machine", None)].vmer == pytest.approx(0.5)
 
@@ -58,7 +59,7 @@ def test_the_hand_computed_case() -> None:
     assert models[("human", "A")] == Tally(5, 4, 1, 3, 0, 0)
     assert models[("human", "B")] == Tally(5, 3, 1, 1, 1, 1)
     assert models[("human", "A")].vmer == pytest.approx(0.6)
-    assert models[("human", "B")].vmer == pytest.approx(0.2)
+    assert models[("human", "B")].vmer == pytest.approx(0.25)
     assert models[("machine", "A")].vmer == pytest.approx(0.5)
     assert models[("machine", "B")].vmer == pytest.approx(1.0)
 
@@ -66,7 +67,7 @@ def test_the_hand_computed_case() -> None:
     assert [(g.origin, g.key) for g in writers] == [
         ("human", "w3"), ("human", "w2"), ("human", "w1"), ("machine", None),
     ]  # fmt: skip
-    assert [g.tally.vmer for g in writers] == pytest.approx([2 / 3, 1 / 3, 0.25, 0.5])
+    assert [g.tally.vmer for g in writers] == pytest.approx([2 / 3, 0.5, 0.25, 0.5])
     assert _table(writers)[("human", "w1")].unvalidated_fooled == 1
     assert _table(writers)[("human", "w2")].unanswered == 1
 
