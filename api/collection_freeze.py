@@ -20,7 +20,7 @@ from api.rounds import Change, ChangeSchema, RoundRefused, Upload, add_dataset, 
 from api.routes import service
 from api.service import Service
 from configs.schema import TaskSpec
-from store.collection import Collection
+from store.collection import Collection, Settings
 from store.models import CollectedExampleRow, CollectionRoundRow
 
 blp = Blueprint(
@@ -32,7 +32,8 @@ errors = error_docs(
         401: "no credentials, or an unknown, expired or revoked token",
         403: "not the task's owner or an admin, or a token without the submit scope",
         404: "no such task (or not yours to see), or a round that was never collected",
-        409: "round_frozen, nothing_validated or concurrent_change",
+        409: "round_frozen, nothing_validated, too_few_validated (under the round's "
+        "min_frozen_examples) or concurrent_change",
         413: "the frozen set is over the dataset size limit",
         422: "a validated example does not fit the task's fields and labels",
     },
@@ -117,6 +118,14 @@ def freeze(svc: Service, task: TaskSpec, round_name: str) -> Frozen:
     rows = [row for row in every if row.verdict == "correct"]
     if not rows:
         raise RoundRefused(409, "nothing_validated", "no example of this round is validated yet")
+    needed = Settings.of(state.settings).min_frozen_examples
+    if len(rows) < needed:
+        raise RoundRefused(
+            409, "too_few_validated",
+            f"{len(rows)} examples of this round are validated; a freeze needs at least {needed} "
+            "(the round's min_frozen_examples), since a frozen set weighs as much as any other "
+            "set of its round",
+        )  # fmt: skip
     new_round = round_name not in {spec.name for spec in task.rounds}
     upload = Upload(
         round_name, FROZEN_DATASET, io.BytesIO(dataset_lines(task, rows)),

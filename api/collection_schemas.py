@@ -24,6 +24,11 @@ class SettingsSchema(Schema):
     qa_f1_threshold = fields.Float(validate=validate.Range(min=0.0, max=1.0), allow_nan=False)
     writes_per_hour = fields.Integer(validate=validate.Range(min=1, max=10_000))
     max_field_chars = fields.Integer(validate=validate.Range(min=1, max=100_000))
+    min_frozen_examples = fields.Integer(
+        validate=validate.Range(min=1, max=1_000_000),
+        metadata={"description": "validated examples a freeze needs (default 20): a frozen "
+                  "set weighs as much as any other set of its round"},
+    )  # fmt: skip
 
 
 class OpenBodySchema(Schema):

@@ -43,6 +43,9 @@ class Settings:
     qa_f1_threshold: float = 0.4
     writes_per_hour: int = 60
     max_field_chars: int = 2000
+    # A frozen set joins its round's others with an equal share (datasets average within a
+    # round), so a handful of examples must not outweigh a test set of hundreds.
+    min_frozen_examples: int = 20
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

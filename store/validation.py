@@ -247,10 +247,15 @@ class Validation:
             raise _already_voted() from None
 
     def settle(self, example_id: str, settler_id: str, verdict: str) -> Settlement:
-        """Settle the example directly (its task's owner or an admin: the caller checks)."""
+        """Settle the example directly (its task's owner or an admin: the caller checks);
+        never its own author, owner and admins included, who would validate themselves."""
         _check_verdict(verdict)
         with self.db.session() as session, session.begin():
             row = _locked(session, example_id)
+            if row.author_id is not None and row.author_id == settler_id:
+                raise ValidationRefused(
+                    403, "own_example", "no one settles an example they wrote: validators do"
+                )
             _check_open(session, row)
             _check_unsettled(row)
             self._settle(row, verdict, settler_id)

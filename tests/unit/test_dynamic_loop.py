@@ -68,7 +68,8 @@ def loop(tmp_path: Path) -> Iterator[Loop]:
 
 
 def test_collect_validate_freeze_backfill(loop: Loop) -> None:
-    opened = loop.client("owner").post(f"{LOOP}/collection", json={"model_ids": loop.models})
+    body = {"model_ids": loop.models, "settings": {"min_frozen_examples": 1}}
+    opened = loop.client("owner").post(f"{LOOP}/collection", json=body)
     assert opened.status_code == 201, opened.get_json()
 
     loop.pool.output = "positive"

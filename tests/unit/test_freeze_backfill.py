@@ -59,14 +59,16 @@ def world(tmp_path: Path) -> Iterator[World]:
         service.close()
 
 
-def collect(world: World, verdicts: list[str | None]) -> None:
-    """A collection round holding one fooled example per verdict (None: not settled)."""
+def collect(world: World, verdicts: list[str | None], min_frozen: int | None = 1) -> None:
+    """A collection round holding one fooled example per verdict (None: not settled), whose
+    freeze needs ``min_frozen`` validated examples (None: the default)."""
     now = world.clock.now()
+    settings = {} if min_frozen is None else {"min_frozen_examples": min_frozen}
     with world.service.db.session() as session, session.begin():
         session.add(
             CollectionRoundRow(
                 task=TASK, round=ROUND, status="open", model_ids=world.models[:1],
-                settings={}, unhealthy={}, opened_by=world.users["owner"], opened_at=now,
+                settings=settings, unhealthy={}, opened_by=world.users["owner"], opened_at=now,
             )
         )  # fmt: skip
         for index, verdict in enumerate(verdicts):
@@ -150,4 +152,15 @@ def test_only_the_owner_or_an_admin_freezes_and_only_validated_rounds(world: Wor
     empty = world.client("admin").post(FREEZE)
     assert empty.status_code == 409
     assert empty.get_json()["error"]["code"] == "nothing_validated"
+    assert backfills(world) == []
+
+
+def test_a_handful_of_validated_examples_is_too_few_to_freeze(world: World) -> None:
+    """A 1-example set averaged equally with an 84-example test set turned the board over:
+    a freeze needs the round's min_frozen_examples (default 20)."""
+    collect(world, ["correct"] * 19 + ["incorrect"], min_frozen=None)
+    refused = world.client("owner").post(FREEZE)
+    assert refused.status_code == 409, refused.get_json()
+    error = refused.get_json()["error"]
+    assert error["code"] == "too_few_validated" and "at least 20" in error["message"]
     assert backfills(world) == []

@@ -319,3 +319,14 @@ def test_concurrent_votes_settle_exactly_once(database_url: str) -> None:
             assert row is not None and (row.verdict, row.settled_by) == ("correct", "votes")
     finally:
         db.dispose()
+
+
+@pytest.mark.parametrize("settler", ["owner", "admin"])
+def test_no_one_settles_their_own_example_not_even_the_owner(world: World, settler: str) -> None:
+    """The owner settled their own example with no votes and froze it: a 1-example set."""
+    example = add_example(world.service.db, "sentiment", world.ids[settler])
+    own = world.client(settler).post(
+        f"/api/v1/examples/{example}/settle", json={"verdict": "correct"}
+    )
+    assert_error(own, 403, "own_example")
+    assert_error(vote(world, settler, example, "correct"), 403)  # nor vote on it
