@@ -28,7 +28,7 @@ export PATH PYTHON
 "$PYTHON" -m ruff format --check .
 # Imports go one way (contracts in pyproject.toml).
 "$PYTHON" -c "from importlinter.cli import lint_imports_command; lint_imports_command(['--no-cache'])"
-# Types: strict on the pure packages and the shared vocabulary, default elsewhere.
+# Types: strict on the pure packages, the shared vocabulary and worker/, default elsewhere.
 "$PYTHON" -m mypy
 # Three processes on two cores: many tests wait on subprocesses, containers or a database.
 WORKERS="${DYNAEVAL_TEST_WORKERS:-3}"

@@ -3,7 +3,8 @@ lease token), and the failed results the worker makes itself."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from configs.schema import TaskSpec
 from configs.vocabulary.failures import FailureCode
@@ -18,7 +19,7 @@ class RuntimeFactory(Protocol):
     they start with it, so any worker can tell a dead lease's leftovers)."""
 
     def __call__(
-        self, spec: dict, task: TaskSpec, blobs: BlobStore, owner: str, *, lease: str
+        self, spec: dict[str, Any], task: TaskSpec, blobs: BlobStore, owner: str, *, lease: str
     ) -> Runtime: ...
 
 
@@ -41,7 +42,7 @@ def platform_failure(task: str, message: str) -> EvaluationResult:
 
 
 def default_factory(
-    spec: dict, task: TaskSpec, blobs: BlobStore, owner: str, *, lease: str
+    spec: dict[str, Any], task: TaskSpec, blobs: BlobStore, owner: str, *, lease: str
 ) -> Runtime:
     return make_runtime(spec, task.limits, blobs, owner=owner, lease=lease)
 
@@ -52,7 +53,7 @@ IMAGE_REMOVED = (
 )
 
 
-def image_gone(spec: dict, blobs: BlobStore) -> Failure | None:
+def image_gone(spec: Mapping[str, Any], blobs: BlobStore) -> Failure | None:
     """IMAGE_GONE when the runtime's uploaded image is no longer in the blob store."""
     blob = spec.get("blob")
     if blob and not blobs.exists(str(blob)):
