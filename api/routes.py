@@ -319,6 +319,7 @@ def _json_submission(task: TaskSpec, admit: Admission, key: str | None = None) -
         owner_id=principal().user_id,
         admit=admit,
         idempotency_key=key,
+        published=data.get("publish", task.publish_results),
     )
 
 
@@ -338,6 +339,7 @@ def _upload_submission(task: TaskSpec, admit: Admission, key: str | None = None)
         owner_id=principal().user_id,
         admit=admit,
         idempotency_key=key,
+        published=form.get("publish", task.publish_results),
     )
 
 

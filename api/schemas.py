@@ -58,14 +58,26 @@ class RuntimeSchema(Schema):
     cwd = fields.String()
 
 
+def _publish_field() -> fields.Boolean:
+    return fields.Boolean(
+        metadata={
+            "description": "publish the results once scored, so anyone who may see the task "
+            "opens the model's page (default: the task's publish_results, false unless its "
+            "YAML sets it); the submitter or an admin changes it later"
+        }
+    )
+
+
 class SubmitJsonSchema(Schema):
     name = fields.String(required=True, validate=NAME)
     runtime = fields.Nested(RuntimeSchema, required=True)
+    publish = _publish_field()
 
 
 class SubmitFormSchema(Schema):
     name = fields.String(required=True, validate=NAME)
     protocol = fields.String(load_default=DEFAULT_DIALECT, validate=PROTOCOL)
+    publish = _publish_field()
 
 
 class SubmitUploadSchema(SubmitFormSchema):

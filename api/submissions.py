@@ -76,6 +76,7 @@ def submit_runtime(
     owner_id: str | None = None,
     admit: Admission = nullcontext,
     idempotency_key: str | None = None,
+    published: bool = False,
 ) -> Submitted:
     """Submit a runtime object as a client sent it. A docker runtime names a registry image
     (never a server file or local image, never a registry on the platform's network unless
@@ -85,7 +86,9 @@ def submit_runtime(
         spec = _parsed(runtime)
         if isinstance(spec, UrlSpec):
             refuse_own_address(spec.url, own_addresses)
-        return _create(service, task, name, spec, owner_id, admit, idempotency_key)
+        return _create(
+            service, task, name, spec, owner_id, admit, idempotency_key, published=published
+        )
     if not runtime.get("image"):
         raise SubmissionRefused(INVALID, "a docker runtime needs 'image' (a registry reference)")
     protocol = runtime.get("protocol", DEFAULT_DIALECT)
@@ -98,6 +101,7 @@ def submit_runtime(
         owner_id=owner_id,
         admit=admit,
         idempotency_key=idempotency_key,
+        published=published,
     )
 
 
@@ -112,6 +116,7 @@ def submit_reference(
     owner_id: str | None = None,
     admit: Admission = nullcontext,
     idempotency_key: str | None = None,
+    published: bool = False,
 ) -> Submitted:
     """Submit a registry image the worker will pull. Unless ``trusted`` (the CLI writing to
     its own database), a registry on a local network must be in the operator's allow-list
@@ -124,7 +129,7 @@ def submit_reference(
         spec = DockerSpec(source=DockerSource.REGISTRY, image=image, protocol=protocol)
     except ValueError as exc:
         raise SubmissionRefused(INVALID, str(exc)) from None
-    return _create(service, task, name, spec, owner_id, admit, idempotency_key)
+    return _create(service, task, name, spec, owner_id, admit, idempotency_key, published=published)
 
 
 def refuse_own_address(url: str, own_addresses: Collection[tuple[str, int]]) -> None:
@@ -185,6 +190,7 @@ def submit_upload(
     owner_id: str | None = None,
     admit: Admission = nullcontext,
     idempotency_key: str | None = None,
+    published: bool = False,
 ) -> Submitted:
     """Submit a `docker save` tarball read from ``stream``: streamed to the blob store under
     the task's image limit, inspected there, then queued."""
@@ -193,7 +199,9 @@ def submit_upload(
         # refuse a corrupt or multi-image tarball now, not minutes later in a worker
         image_id = _inspect(service.blobs.local_path(key), task.limits)
         spec = _upload_spec(key, image_id, filename or "upload", protocol)
-        return _create(service, task, name, spec, owner_id, admit, idempotency_key)
+        return _create(
+            service, task, name, spec, owner_id, admit, idempotency_key, published=published
+        )
 
 
 def submit_file(
@@ -204,6 +212,7 @@ def submit_file(
     protocol: str = DEFAULT_DIALECT,
     *,
     owner_id: str | None = None,
+    published: bool = False,
 ) -> Submitted:
     """Submit a `docker save` tarball on this machine (trusted local use): inspected where
     it lies, then copied into the blob store under a fresh key (never the file's name)."""
@@ -212,7 +221,7 @@ def submit_file(
         key = _store(service.blobs, handle, task.limits.max_image_bytes)
     with _discarded_on_failure(service.blobs, key):
         spec = _upload_spec(key, image_id, path.name, protocol)
-        return _create(service, task, name, spec, owner_id)
+        return _create(service, task, name, spec, owner_id, published=published)
 
 
 def _parsed(runtime: Mapping[str, Any]) -> RuntimeSpec:
@@ -236,6 +245,7 @@ def _create(
     owner_id: str | None,
     admit: Admission = nullcontext,
     idempotency_key: str | None = None,
+    published: bool = False,
 ) -> Submitted:
     """The model row, its owner and its job, in one transaction, inside ``admit``
     (DuplicateSubmission when ``idempotency_key`` made one already: nothing is kept)."""
@@ -248,6 +258,7 @@ def _create(
             image_id=image_id,
             owner_id=owner_id,
             idempotency_key=idempotency_key,
+            published=published,
         )
     return Submitted(model_id, job_id, name, spec)
 

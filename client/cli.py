@@ -229,6 +229,13 @@ def _submit(sub: Subparsers) -> None:
     submit.add_argument("--protocol", choices=dialect_choices(), default=DEFAULT_DIALECT)
     submit.add_argument("--server", help="API base URL, e.g. http://127.0.0.1:8000")
     submit.add_argument(
+        "--publish",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="publish the results once scored, so anyone who may see the task opens the "
+        "model's page (default: the task's publish_results)",
+    )
+    submit.add_argument(
         "--idempotency-key",
         type=_idempotency_key,
         metavar="KEY",

@@ -103,13 +103,17 @@ class DynaevalClient:
         runtime: dict[str, Any],
         *,
         idempotency_key: str | None = None,
+        publish: bool | None = None,
     ) -> dict[str, Any]:
         """Submit a runtime (a registry image). Sent with an idempotency key (a new UUID
         unless given) and retried with it when the server cannot be reached or does not
         answer in time: the server makes one submission whatever the retries, and answers
-        a replay with ``replayed: true``."""
+        a replay with ``replayed: true``. ``publish``: results public once scored (None:
+        the task's default)."""
         key = idempotency_key or str(uuid.uuid4())
-        body = {"name": name, "runtime": runtime}
+        body: dict[str, Any] = {"name": name, "runtime": runtime}
+        if publish is not None:
+            body["publish"] = publish
         return self._submit_retried(
             lambda: self._call(
                 "POST", f"/tasks/{task}/submissions", json=body, headers={IDEMPOTENCY_HEADER: key}
@@ -124,10 +128,14 @@ class DynaevalClient:
         protocol: str = DEFAULT_DIALECT,
         *,
         idempotency_key: str | None = None,
+        publish: bool | None = None,
     ) -> dict[str, Any]:
         """Upload a ``docker save`` tarball, idempotently (see :meth:`submit`). The wait
         for the answer grows with the file: the server checks the whole tarball first."""
         key = idempotency_key or str(uuid.uuid4())
+        form = {"name": name, "protocol": protocol}
+        if publish is not None:
+            form["publish"] = "true" if publish else "false"
         size = Path(tarball).stat().st_size
         timeout = (CONNECT_TIMEOUT_S, self.timeout + size / SERVER_CHECK_BYTES_PER_S)
 
@@ -136,7 +144,7 @@ class DynaevalClient:
                 return self._call(
                     "POST",
                     f"/tasks/{task}/submissions",
-                    data={"name": name, "protocol": protocol},
+                    data=form,
                     files={"image": (Path(tarball).name, handle)},
                     headers={IDEMPOTENCY_HEADER: key},
                     timeout=timeout,
@@ -370,6 +378,7 @@ class DynabenchClient:
         *,
         protocol: str = DEFAULT_DIALECT,
         idempotency_key: str | None = None,
+        publish: bool | None = None,
     ) -> dict[str, Any]:
         """Submit a ``docker save`` tarball (a multipart upload) or, when ``path`` is no
         file, a registry reference; the description names the submission. Returns the
@@ -378,10 +387,12 @@ class DynabenchClient:
         name = _submission_name(description)
         if Path(path).is_file():
             return self.api.submit_image(
-                task, name, path, protocol, idempotency_key=idempotency_key
+                task, name, path, protocol, idempotency_key=idempotency_key, publish=publish
             )
         runtime = {"kind": "docker", "image": str(path), "protocol": protocol}
-        return self.api.submit(task, name, runtime, idempotency_key=idempotency_key)
+        return self.api.submit(
+            task, name, runtime, idempotency_key=idempotency_key, publish=publish
+        )
 
     def wait(self, model_id: str, timeout: float = 3600, poll: float = 2.0) -> dict[str, Any]:
         """The submission once done or failed (WaitTimeout when ``timeout`` passes first)."""

@@ -189,15 +189,24 @@ class Local(Backend):
         path = Path(args.model)
         if path.exists() and not path.is_file():
             raise CliError(f"{args.model} is not a file: give a `docker save` tarball")
+        publish = self.task.publish_results if args.publish is None else args.publish
         try:
             if path.is_file():
-                submitted = submit_file(self.service, self.task, args.name, path, args.protocol)
+                submitted = submit_file(
+                    self.service, self.task, args.name, path, args.protocol, published=publish
+                )
             else:
                 # Trusted local use (like submit_file reading any path): the CLI's user
                 # already has this machine's engine and network, so a registry on loopback
                 # or the LAN is not refused here; the API applies the operator allow-list.
                 submitted = submit_reference(
-                    self.service, self.task, args.name, args.model, args.protocol, trusted=True
+                    self.service,
+                    self.task,
+                    args.name,
+                    args.model,
+                    args.protocol,
+                    trusted=True,
+                    published=publish,
                 )
         except SubmissionRefused as exc:
             raise _refusal(exc.code, exc.message) from None
@@ -266,7 +275,12 @@ class Remote(Backend):
         try:
             created = self._call(
                 lambda: self.client.submit_model(
-                    args.model, args.task, args.name, protocol=args.protocol, idempotency_key=key
+                    args.model,
+                    args.task,
+                    args.name,
+                    protocol=args.protocol,
+                    idempotency_key=key,
+                    publish=args.publish,
                 )
             )
         except CliError as exc:  # say how to find out whether it landed, without a second one

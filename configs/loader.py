@@ -52,6 +52,7 @@ _TASK_KEYS = {
     "bootstrap",
     "min_slice_size",
     "quotas",
+    "publish_results",
 }
 
 
@@ -216,7 +217,13 @@ class _TaskParser:
             min_slice_size=self.integer(raw.get("min_slice_size", 10), "min_slice_size", minimum=1),
             source=self.source,
             quotas=self.quotas(raw.get("quotas", {})),
+            publish_results=self.flag(raw.get("publish_results", False), "publish_results"),
         )
+
+    def flag(self, value: Any, field: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(field, "must be true or false")
+        return value
 
     def text(self, value: Any, field: str) -> str:
         if not isinstance(value, str) or not value.strip():

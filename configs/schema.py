@@ -143,6 +143,7 @@ class TaskSpec:
     min_slice_size: int
     source: str = ""
     quotas: QuotaSpec = QuotaSpec()
+    publish_results: bool = False  # a submission's results are public once scored, by default
 
     @property
     def output_key(self) -> str:

@@ -115,8 +115,10 @@ class JobStore(LeaseRecovery, LateResults):
         max_attempts: int = DEFAULT_ATTEMPTS,
         held: bool = False,
         idempotency_key: str | None = None,
+        published: bool = False,
     ) -> tuple[str, str]:
-        """Create the model row (owned by ``owner_id``) and its job in one transaction;
+        """Create the model row (owned by ``owner_id``, its results ``published`` or not)
+        and its job in one transaction;
         returns (model id, job id). A ``held`` job is shown as queued but no worker takes it
         until :meth:`start_held` (its image is still being built). A key this submitter
         used already raises DuplicateSubmission naming the first submission."""
@@ -131,6 +133,7 @@ class JobStore(LeaseRecovery, LateResults):
             owner_id=owner_id,
             created_at=now,
             idempotency_key=idempotency_key,
+            published=published,
         )
         try:
             job = self._insert(row, max_attempts, held, now)

@@ -26,7 +26,7 @@ from sqlalchemy import func, select
 from werkzeug.wrappers import Response
 
 from api import accounts as session_routes
-from api.auth import principal
+from api.auth import accounts, principal
 from api.default_view import task_defaults
 from api.errors import ApiError, error_body
 from api.pages import boards, public
@@ -291,6 +291,12 @@ def model_page(model_id: str) -> Any:
     if found is None and submission is not None:
         return render_template("pages/submission.html", submission=submission)
     if found is None or access is None:
+        known = accounts().model_publication(model_id)
+        if known is not None and task_visible(known.task) and not known.published:
+            return _not_found(
+                "This model's results are not published: its submitter (or an admin) can "
+                "publish them from the model's page or when submitting."
+            )
         return _not_found("There is no scored model with this id (only scored models have a page).")
     task = service().tasks.get(found["task"])
     return render_template(

@@ -201,7 +201,7 @@ def test_submission_body_is_documented_in_both_content_types(spec: dict[str, Any
     runtime = resolve(spec, as_json["properties"]["runtime"])
     assert runtime["properties"]["kind"]["enum"] == ["docker", "process", "url"]
     form = resolve(spec, content["multipart/form-data"]["schema"])
-    assert set(form["properties"]) == {"name", "protocol", "image"}
+    assert set(form["properties"]) == {"name", "protocol", "publish", "image"}
     assert form["properties"]["image"] == {
         **form["properties"]["image"],
         "type": "string",

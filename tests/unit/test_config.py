@@ -258,3 +258,12 @@ def test_public_dict_shows_fields_labels_rounds_and_limits(toy_task: Any) -> Non
     assert [r["name"] for r in public["rounds"]] == ["alpha", "r12"]
     assert public["limits"]["startup_s"] == 10
     json.dumps(public)  # JSON-ready
+
+
+@pytest.mark.parametrize(("value", "ok"), [(True, True), (False, True), ("yes", False), (1, False)])
+def test_publish_results_is_a_plain_flag(config_dir: Path, value: Any, ok: bool) -> None:
+    write_task(config_dir, edit(_set("publish_results", value)))
+    if ok:
+        assert load_tasks(config_dir / "tasks")["toy"].publish_results is value
+    else:
+        assert load_error(config_dir).field == "publish_results"

@@ -220,3 +220,57 @@ def test_the_apis_submission_routes_follow_publication(world: World) -> None:
     assert world.publish("alice").status_code == 200
     scores = world.client().get(f"/api/v1/submissions/{world.ids['alice']}/scores")
     assert scores.status_code == 200 and scores.get_json()["scores"]
+
+
+def test_publication_is_chosen_at_submission_and_the_error_page_tells_the_truth(
+    world: World,
+) -> None:
+    """No anonymous viewer could open a model: nothing was published unless its submitter
+    found the button later, and the page said "no scored model" of a scored one."""
+    import io
+
+    from tests.unit.test_api import image_tar
+
+    anonymous = world.client()
+    unpublished = anonymous.get(f"/models/{world.ids['alice']}").get_data(as_text=True)
+    assert "not published" in unpublished and "no scored model" not in unpublished
+    assert "no scored model" in anonymous.get("/models/no-such-model").get_data(as_text=True)
+
+    alice = world.client("alice")
+    chosen = alice.post(
+        "/api/v1/tasks/sentiment/submissions",
+        json={"name": "public-at-once", "runtime": DOCKER, "publish": True},
+    )
+    assert chosen.status_code == 201, chosen.get_json()
+    form = {"name": "uploaded", "publish": "true", "image": (io.BytesIO(image_tar()), "m.tar")}
+    uploaded = alice.post(
+        "/api/v1/tasks/sentiment/submissions", data=form, content_type="multipart/form-data"
+    )
+    assert uploaded.status_code == 201, uploaded.get_json()
+    default = alice.post(
+        "/api/v1/tasks/sentiment/submissions", json={"name": "quiet", "runtime": DOCKER}
+    )
+    accounts = Accounts(world.service.db)
+    published = {
+        key: accounts.model_publication(answer.get_json()["id"]).published  # type: ignore[union-attr]
+        for key, answer in (("json", chosen), ("form", uploaded), ("default", default))
+    }
+    assert published == {"json": True, "form": True, "default": False}
+    assert_error(
+        alice.post(
+            "/api/v1/tasks/sentiment/submissions",
+            json={"name": "bad", "runtime": DOCKER, "publish": "maybe"},
+        ),
+        422,
+    )
+
+
+def test_a_task_publishes_by_default_when_its_yaml_says_so(world: World) -> None:
+    task = dataclasses.replace(world.service.tasks["sentiment"], publish_results=True)
+    world.service.tasks["sentiment"] = task  # pinned in this process
+    made = world.client("alice").post(
+        "/api/v1/tasks/sentiment/submissions", json={"name": "loud", "runtime": DOCKER}
+    )
+    assert made.status_code == 201, made.get_json()
+    found = Accounts(world.service.db).model_publication(made.get_json()["id"])
+    assert found is not None and found.published is True
