@@ -24,8 +24,9 @@ from api.pages.visibility import decide_publication
 from api.quotas import quota_state
 from api.ratelimit import login_limited
 from api.schemas import FullMatch
-from store.accounts import MAX_TOKEN_DAYS, SESSION, AccountError, IssuedToken, csrf_token
+from configs.vocabulary.scopes import MAX_TOKEN_DAYS
 from store.accounts import NAME as USER_NAME
+from store.accounts import SESSION, AccountError, IssuedToken, csrf_token
 from store.jobs import AlreadyQueued
 from store.principals import DEFAULT_TOKEN_SCOPES, ROLE_SCOPES, ROLES, SCOPES, Principal
 

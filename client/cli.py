@@ -15,9 +15,8 @@ from client.images import add_images_parser
 from client.rerun import cmd_rerun
 from client.rounds import add_rounds_parser
 from configs.schema import ConfigError
-from configs.vocabulary.scopes import SCOPES
+from configs.vocabulary.scopes import MAX_TOKEN_DAYS, SCOPES
 from evaluator.transport.dialects import DEFAULT_DIALECT, dialect_choices
-from store.accounts import MAX_TOKEN_DAYS
 
 
 def build_parser() -> argparse.ArgumentParser:

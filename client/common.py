@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from configs.paths import CONFIG_DIR
 from configs.schema import ConfigError, TaskSpec
-from evaluator.tasks import load_tasks
 
 if TYPE_CHECKING:
     from api.service import Service
@@ -18,6 +17,8 @@ class CliError(Exception):
 
 def all_tasks() -> dict[str, TaskSpec]:
     """Every shipped task; a broken config is a usage error naming file and field."""
+    from evaluator.tasks import load_tasks  # here: it imports numpy, which --help never needs
+
     try:
         return load_tasks(CONFIG_DIR / "tasks")
     except ConfigError as exc:

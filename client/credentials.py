@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from store.db import default_data_dir
-
 LOCAL_ADMIN_FILE = "local-admin.json"
 API_KEY_ENV = "DYNAEVAL_API_KEY"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -89,6 +87,9 @@ def token_for(server: str, data_dir: Path | None = None) -> str | None:
 
 
 def local_admin_path(data_dir: Path | None = None) -> Path:
+    # imported here: the store pulls in SQLAlchemy, which `dynaeval --help` never needs
+    from store.db import default_data_dir
+
     return (data_dir or default_data_dir()) / LOCAL_ADMIN_FILE
 
 

@@ -70,10 +70,6 @@ class IssuedToken:
     info: dict[str, Any]
 
 
-# The longest token lifetime: ten years (a date past year 9999 cannot even be stored).
-MAX_TOKEN_DAYS = 3650.0
-
-
 def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 

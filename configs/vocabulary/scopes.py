@@ -10,3 +10,6 @@ READ, SUBMIT, TOKENS, ADMIN_SCOPE = "read", "submit", "tokens", "admin"
 SCOPES = (READ, SUBMIT, TOKENS, ADMIN_SCOPE)
 # What a new API token holds unless asked otherwise: no token management, no admin.
 DEFAULT_TOKEN_SCOPES = (READ, SUBMIT)
+
+# The longest token lifetime: ten years (a date past year 9999 cannot even be stored).
+MAX_TOKEN_DAYS = 3650.0
