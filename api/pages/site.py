@@ -8,6 +8,7 @@ page's script re-ranks it in the browser as the viewer moves the sliders.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +195,10 @@ def board_page(
         task=task,
         board=board,
         pending={"queued": pending[JobStatus.QUEUED], "running": pending[JobStatus.RUNNING]},
+        # ranks two models share, counted once (a filter per row was quadratic in models)
+        tied_ranks={
+            rank for rank, n in Counter(m["rank"] for m in board["models"]).items() if n > 1
+        },
         data=data,
         pages_of={m["model_id"]: m["page"] for m in data["models"]},
         error=error,
