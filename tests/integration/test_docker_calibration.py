@@ -27,7 +27,7 @@ from benchmarks.bench_fidelity import (
 )
 from configs.schema import TaskSpec
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.measurement]
 
 SERVICE_MS = SUITE_SERVICE_MS  # see there: why 16 ms and 3 repeats in the suite
 PROFILING = SUITE_PROFILING

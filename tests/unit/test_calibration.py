@@ -31,7 +31,9 @@ from benchmarks.bench_fidelity import (
 )
 from configs.schema import TaskSpec
 
-pytestmark = pytest.mark.slow  # measured, fuzzed or multi-process: the full lane only
+# measured against a known truth: the full lane only, and alone (scripts/test.sh runs these
+# after the parallel part, so other tests' load does not bend the measurement)
+pytestmark = [pytest.mark.slow, pytest.mark.measurement]
 
 MIB = 1024 * 1024
 RESIDENT_MIB = 300

@@ -395,3 +395,29 @@ def test_the_allow_list_is_a_setting(tmp_path: Path) -> None:
     assert check_url("http://[::1]:9/", from_env.webhook_allow_hosts)
     (tmp_path / "empty").mkdir()
     assert load_settings(environ={}, cwd=tmp_path / "empty").webhook_allow_hosts == ()
+
+
+def test_a_burst_run_sends_at_its_end_without_a_sender_thread(
+    db: Database,
+    jobs: JobStore,
+    clock: ManualClock,
+    receiver: Receiver,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A burst run started the sender's thread too: the thread could claim the delivery,
+    and the run's end stop it and hand the delivery back unsent (seen once in CI)."""
+    monkeypatch.setenv("DYNAEVAL_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setenv("DYNAEVAL_WEBHOOK_ALLOW_HOSTS", "127.0.0.1")
+
+    def no_thread(self: WebhookSender) -> None:
+        raise AssertionError("a burst run must not start the sender's thread")
+
+    monkeypatch.setattr(WebhookSender, "start", no_thread)
+    hooks = WebhookStore(db, SEALER, clock)
+    hook, _ = hooks.create(user(db), receiver.url, ["done"])
+    hooks.ping(hook.id)
+    Worker(jobs, LocalBlobStore(tmp_path / "blobs"), {}, worker_id="w", sealer=SEALER).work(
+        burst=True
+    )
+    assert len(receiver.requests) == 1
