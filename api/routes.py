@@ -18,7 +18,7 @@ from api.default_view import task_defaults
 from api.docs import error_docs, success_docs
 from api.errors import ApiError
 from api.leaderboard import viewer_weights
-from api.pages.boards import parse_round_weights
+from api.pages.boards import requested_round_weights
 from api.pages.downloads import ScoresDownloadQuerySchema, file_response
 from api.pages.public import model_results
 from api.pages.visibility import readable_submission
@@ -158,12 +158,9 @@ def get_leaderboard(
     try:
         chosen = viewer_weights(task, weights)
         check_weights_syntax(weights)  # what the OpenAPI pattern says, exactly
-        round_weights = parse_round_weights(task, rounds)
+        round_weights = requested_round_weights(task, defaults.round_weights, rounds, weights)
     except ValueError as exc:
         raise ApiError(400, "bad_weights", str(exc)) from None
-    # as the page: the default view's round weights apply when no weights are given
-    if defaults.round_weights is not None and not (rounds or weights):
-        round_weights = defaults.round_weights
     board = prepared(service(), task, round_weights, instance_memory)
     return board.render(chosen, offset=offset, limit=limit)
 

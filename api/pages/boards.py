@@ -61,6 +61,20 @@ def parse_round_weights(task: TaskSpec, text: str | None) -> dict[str, float]:
     return weights
 
 
+def requested_round_weights(
+    task: TaskSpec,
+    view_rounds: Mapping[str, float] | None,
+    rounds_text: str | None,
+    weights_text: str | None,
+) -> dict[str, float]:
+    """The round weights a board request means, alike on the page, the JSON leaderboard and
+    the download: the default view's (``view_rounds``) when the request names neither
+    rounds nor weights, else the task's overridden by the rounds it names (BadWeights)."""
+    if view_rounds is not None and not (rounds_text or weights_text):
+        return dict(view_rounds)
+    return parse_round_weights(task, rounds_text)
+
+
 def axis_weights(task: TaskSpec, text: str | None) -> Weights:
     """The viewer's axis weights exactly as the API reads them."""
     try:

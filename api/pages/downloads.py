@@ -103,9 +103,9 @@ def leaderboard_download(
     task = defaults.task
     try:
         chosen = boards.axis_weights(task, weights)
-        round_weights = boards.parse_round_weights(task, rounds)
-        if defaults.round_weights is not None and not (rounds or weights):
-            round_weights = defaults.round_weights
+        round_weights = boards.requested_round_weights(
+            task, defaults.round_weights, rounds, weights
+        )
     except boards.BadWeights as exc:
         raise ApiError(400, "bad_weights", str(exc)) from None
     board = boards.board(service(), task, chosen, round_weights, instance_memory)

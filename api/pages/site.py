@@ -159,11 +159,11 @@ def task_page(task_name: str) -> Any:
     error = ""
     try:
         weights = boards.axis_weights(task, _weights_query(task))
-        round_weights = boards.parse_round_weights(task, _rounds_query(task))
         # The view's rounds only when the address names no weights: the script writes
         # ``rounds`` only when they differ from the task's own.
-        if defaults.round_weights is not None and not (_rounds_query(task) or _weights_query(task)):
-            round_weights = defaults.round_weights
+        round_weights = boards.requested_round_weights(
+            task, defaults.round_weights, _rounds_query(task), _weights_query(task)
+        )
     except boards.BadWeights as exc:
         error = str(exc)
         weights = boards.axis_weights(task, None)
