@@ -21,7 +21,6 @@ from api.auth import (
 from api.docs import error_docs, success_docs
 from api.errors import ApiError
 from api.pages.visibility import decide_publication
-from api.quotas import quota_state
 from api.ratelimit import login_limited
 from api.schemas import FullMatch
 from configs.vocabulary.scopes import MAX_TOKEN_DAYS
@@ -29,6 +28,7 @@ from store.accounts import NAME as USER_NAME
 from store.accounts import SESSION, AccountError, IssuedToken, csrf_token
 from store.jobs import AlreadyQueued
 from store.principals import DEFAULT_TOKEN_SCOPES, ROLE_SCOPES, ROLES, SCOPES, Principal
+from usecases.quotas import quota_state
 
 SESSION_HOURS = 12
 blp = Blueprint("accounts", __name__, url_prefix="/api/v1", description="Accounts and tokens")

@@ -9,23 +9,17 @@ a test set, so a proposal made from a held-out row would show that row to the wo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from flask_smorest import Blueprint
 from marshmallow import Schema, fields, validate
 
-from api.collection_schemas import check_example
+from api.context import owned_task, service, task_or_404
 from api.docs import error_docs
-from api.errors import ApiError
-from api.rounds import owned_task, task_or_404
-from api.routes import service
 from api.schemas import OpenSchema
-from configs.schema import TaskSpec
 from evaluator.adversary import OPERATORS, AttackSpec
-from store.adversary import AttackRefused, AttackRun, AttackRuns
-from store.collection import Collection, LoopModel
-from store.refusals import Refused
+from store.adversary import AttackRun, AttackRuns
+from usecases.adversary import AttackRequest, start_run
 
 blp = Blueprint("adversary", __name__, url_prefix="/api/v1", description="The automated adversary")
 errors = error_docs(
@@ -108,61 +102,6 @@ def runs() -> AttackRuns:
     return AttackRuns(service().db, service().clock)
 
 
-def targets(task: TaskSpec, models: Sequence[LoopModel], count: int) -> list[str]:
-    """The ``count`` best healthy models by their newest performance (ties by id)."""
-    board = {row["model_id"]: row for row in service().queries.leaderboard_rows(task.name)}
-
-    def rank(model: LoopModel) -> tuple[float, str]:
-        performance = board.get(model.id, {}).get("performance")
-        return (-(performance if isinstance(performance, int | float) else float("-inf")), model.id)
-
-    return [m.id for m in sorted(models, key=rank)[:count]]
-
-
-def start_run(task: TaskSpec, round_name: str, body: dict[str, Any]) -> AttackRun:
-    state = Collection(service().db, service().clock).state(task.name, round_name)
-    if state is None:
-        raise ApiError(
-            404, "unknown_round", f"round {round_name!r} was never opened for collection"
-        )
-    if state.status != "open":
-        raise ApiError(409, "round_not_open", f"round {round_name!r} is {state.status}")
-    healthy = state.healthy()
-    if not healthy:
-        raise ApiError(409, "no_healthy_model", "no in-the-loop model of this round is healthy")
-    top = body.pop("top_models")
-    seeds = [_seed(task, seed, state.settings.max_field_chars) for seed in body.pop("seeds")]
-    if not seeds and not Collection(service().db).written_examples(task.name, round_name):
-        raise ApiError(
-            409, "no_sources", "the adversary starts from the round's written examples or the "
-            "seeds you send, never from held-out data: write examples or send seeds first",
-        )  # fmt: skip
-    try:
-        body["operators"] = tuple(body["operators"])
-        spec = AttackSpec(**body, name_swaps=bool(task.fairness))
-    except (TypeError, ValueError) as exc:
-        raise ApiError(422, "invalid_attack", str(exc)) from None
-    models = targets(task, healthy, top)
-    try:
-        job_id = runs().start(
-            task.name, round_name, {"attack": spec.to_dict(), "models": models, "seeds": seeds}
-        )
-    except AttackRefused as exc:
-        raise ApiError(exc.status, exc.code, exc.message) from None
-    return next(run for run in runs().runs(task.name, round_name) if run.job_id == job_id)
-
-
-def _seed(task: TaskSpec, body: Any, max_chars: int) -> dict[str, Any]:
-    """One seed checked as a written example is (fields, label or span): 422 otherwise."""
-    if not isinstance(body, dict):
-        raise ApiError(422, "invalid_example", "seeds: each seed is an object")
-    try:
-        checked = check_example(task, body, max_chars)
-    except Refused as exc:
-        raise ApiError(exc.status, exc.code, f"seeds: {exc.message}") from None
-    return {"inputs": dict(checked.inputs), "intended": dict(checked.intended)}
-
-
 def shown(run: AttackRun) -> dict[str, Any]:
     return {**run.__dict__, "created_at": run.created_at.isoformat() + "Z"}
 
@@ -175,7 +114,9 @@ def post_attack(body: dict[str, Any], task_name: str, round_name: str) -> dict[s
     """Start an adversary run on a round open for collection (task owner or admin). It runs
     on a worker, below new submissions; its proposals join the round's validation queue."""
     task = owned_task(task_name)
-    return shown(start_run(task, round_name, dict(body)))
+    options = dict(body)
+    request = AttackRequest(options, tuple(options.pop("seeds")), options.pop("top_models"))
+    return shown(start_run(service(), task, round_name, request))
 
 
 @blp.route(_PATH, methods=["GET"])

@@ -13,18 +13,19 @@ from api.accounts import blp as accounts_blp
 from api.adversary import blp as adversary_blp
 from api.collection import blp as collection_blp
 from api.collection_freeze import blp as freezing_blp
-from api.pages import downloads, pages
-from api.pages import index as pages_index
 from api.pages.collection import collect_pages
+from api.pages.downloads import downloads
+from api.pages.index import index as pages_index
 from api.pages.round import round_pages
+from api.pages.site import pages
 from api.rounds import blp as rounds_blp
 from api.routes import blp
 from api.schemas import ErrorSchema
-from api.service import Service
 from api.validation import blp as validation_blp
 from api.views import blp as views_blp
 from api.views import view_pages
 from api.webhooks import blp as webhooks_blp
+from usecases.service import Service
 
 
 class DynaevalApi(Api):

@@ -10,7 +10,6 @@ nobody else. A private task's rounds answer 404 to outsiders."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from flask_smorest import Blueprint
@@ -23,24 +22,19 @@ from api.collection_schemas import (
     ExampleQuerySchema,
     OpenBodySchema,
     WrittenSchema,
-    check_example,
 )
+from api.context import owned_task, service, task_or_404
 from api.docs import error_docs, success_docs
-from api.errors import ApiError
-from api.routes import service, task_or_404
+from api.errors import ApiError, from_refusal
 from configs.schema import TaskSpec
-from evaluator.collection import LiveModel, LiveModelError
-from metrics.collection import is_fooled
 from store.collection import (
-    NO_HEALTHY_MODEL,
     Collection,
     CollectionRefused,
     RoundState,
     Settings,
     StoredExample,
-    Written,
 )
-from store.ratelimits import SharedBuckets
+from usecases.collection.writing import round_state, stop_round_models, write_example
 
 blp = Blueprint("collection", __name__, url_prefix="/api/v1", description="Collection")
 ERRORS = {
@@ -61,7 +55,6 @@ ERRORS = {
 errors = error_docs(blp, ERRORS)
 ok = success_docs(blp)
 _PATH = "/tasks/<task_name>/rounds/<round_name>"
-_WINDOW_S = 3600.0
 _ROUND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
@@ -70,27 +63,14 @@ def collection() -> Collection:
 
 
 def _refused(exc: CollectionRefused) -> ApiError:
-    return ApiError(exc.status, exc.code, exc.message)
-
-
-def _owned(task_name: str) -> TaskSpec:
-    """The task, if the caller owns it or is an admin (outsiders of a private task: 404)."""
-    task = task_or_404(task_name)
-    who = principal()
-    if not (who.is_admin or task.name in who.owned_tasks):
-        raise ApiError(403, "not_task_owner", "only the task's owner or an admin does this")
-    return task
+    return from_refusal(exc)
 
 
 def _state_or_404(task: TaskSpec, round_name: str) -> RoundState:
-    found = collection().state(task.name, round_name)
-    if found is None:
-        raise ApiError(
-            404,
-            "unknown_round",
-            f"round {round_name!r} of {task.name!r} is not open for collection",
-        )
-    return found
+    try:
+        return round_state(service(), task, round_name)
+    except CollectionRefused as exc:
+        raise _refused(exc) from None
 
 
 def shown(state: RoundState) -> dict[str, Any]:
@@ -107,70 +87,6 @@ def shown(state: RoundState) -> dict[str, Any]:
         "settings": state.settings.to_dict(),
         "counts": dict(state.counts),
     }
-
-
-def write_example(task: TaskSpec, round_name: str, body: Mapping[str, Any]) -> dict[str, Any]:
-    """Check, rate-limit, ask the live model (inputs only), decide fooled and store; the
-    page and the API share it. Raises CollectionRefused or ApiError (429)."""
-    state = _state_or_404(task, round_name)
-    if state.status != "open":
-        raise CollectionRefused(409, "round_not_open", f"round {round_name!r} is {state.status}")
-    checked = check_example(task, body, state.settings.max_field_chars)
-    chosen = collection().pick(state, body.get("model_id"))
-    _take_write(state)
-    answer, fooled, error = None, None, NO_HEALTHY_MODEL if chosen is None else None
-    if chosen is not None:
-        live = LiveModel(chosen.id, chosen.runtime, chosen.image_id)
-        try:
-            prediction = service().live.answer(live, task, checked.inputs)
-            answer = {task.output_key: prediction.output}
-            fooled = is_fooled(
-                task.output_type, checked.intended, prediction, state.settings.qa_f1_threshold
-            )
-        except LiveModelError as exc:
-            error = f"{exc.code}: {exc.message}"[:300]
-    explanation = (body.get("explanation") or "").strip() or None
-    written = Written(
-        principal().user_id or "", checked.inputs, checked.intended, explanation,
-        None if chosen is None else chosen.id, answer, fooled, error,
-    )  # fmt: skip
-    example_id = collection().record(task.name, round_name, written)
-    service().live.stop_idle()  # writes are the pool's heartbeat: idle models stop here
-    return {
-        "id": example_id,
-        "model_id": written.model_id,
-        "model_answer": answer,
-        "fooled": fooled,
-        "unanswered": fooled is None,
-        "message": _message(fooled, error),
-    }
-
-
-def _message(fooled: bool | None, error: str | None) -> str:
-    if fooled is None:
-        return (
-            f"The model could not answer ({error}). Your example is kept, marked unanswered "
-            "and left out of the error rates; a model that stops answering is restarted on its "
-            "own within a minute, and meanwhile the next example goes to another one."
-        )
-    return "You fooled the model." if fooled else "The model got it right."
-
-
-def _take_write(state: RoundState) -> None:
-    """One of the writer's writes_per_hour for this round (429 with Retry-After)."""
-    buckets = SharedBuckets(
-        service().db, "collect", state.settings.writes_per_hour, _WINDOW_S, service().clock
-    )
-    wait = buckets.take(f"{state.task}/{state.round}/{principal().user_id}")
-    if wait > 0:
-        seconds = max(1, int(wait + 0.999999))
-        raise ApiError(
-            429,
-            "rate_limited",
-            f"this round allows {state.settings.writes_per_hour} examples an hour per writer: "
-            f"try again in {seconds} s",
-            headers={"Retry-After": str(seconds)},
-        )
 
 
 def _example(example: StoredExample) -> dict[str, Any]:
@@ -197,7 +113,7 @@ def _example(example: StoredExample) -> dict[str, Any]:
 def open_collection(body: dict[str, Any], task_name: str, round_name: str) -> tuple[dict, int]:
     """Open a round for collection (task owner or admin) with its in-the-loop models:
     scored submissions of the task. Reopening a closed round resets every model's health."""
-    task = _owned(task_name)
+    task = owned_task(task_name)
     if not _ROUND_NAME.fullmatch(round_name):
         raise ApiError(422, "invalid_round", "a round name is letters, digits, '_', '-', '.'")
     settings = Settings(**body.get("settings", {}))
@@ -222,20 +138,13 @@ def get_collection(task_name: str, round_name: str) -> dict[str, Any]:
 @errors(401, 403, 404, 409)
 def close_collection(task_name: str, round_name: str) -> dict[str, Any]:
     """Stop collection on an open round (task owner or admin)."""
-    task = _owned(task_name)
+    task = owned_task(task_name)
     try:
         state = collection().close(task.name, round_name)
     except CollectionRefused as exc:
         raise _refused(exc) from None
-    stop_round_models(state)
+    stop_round_models(service(), state)
     return shown(state)
-
-
-def stop_round_models(state: RoundState) -> list[str]:
-    """Stop the live models of a round that stopped collecting, unless another open round
-    (of any task) still has them in its loop."""
-    busy = collection().models_in_open_rounds(besides=(state.task, state.round))
-    return service().stop_live([m.id for m in state.models if m.id not in busy])
 
 
 @blp.route(f"{_PATH}/examples", methods=["POST"])
@@ -247,7 +156,7 @@ def post_example(body: dict[str, Any], task_name: str, round_name: str) -> tuple
     the live model answers at once. A failed model leaves the example kept, unanswered."""
     task = task_or_404(task_name)
     try:
-        return write_example(task, round_name, body), 201
+        return write_example(service(), task, round_name, body, principal().user_id or ""), 201
     except CollectionRefused as exc:
         raise _refused(exc) from None
 

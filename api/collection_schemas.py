@@ -1,21 +1,13 @@
-"""Schemas of the collection routes, and the check of a written example against its task
-(the evaluator's own row parser decides labels and answer spans)."""
+"""Schemas of the collection routes (``usecases.collection.examples`` checks a written
+example against its task)."""
 
 from __future__ import annotations
-
-import json
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
 
 from marshmallow import Schema, fields, validate
 
 from api.schemas import OpenSchema
-from configs.schema import TaskSpec
-from evaluator.inputs.datasets import DatasetError, parse_lines
-from store.collection import CollectionRefused
+from usecases.collection.examples import MAX_EXPLANATION_CHARS
 
-MAX_EXPLANATION_CHARS = 1000
 _ID = fields.String(validate=validate.Length(min=1, max=36))
 
 
@@ -98,65 +90,3 @@ class ExampleSchema(OpenSchema):
 
 class ExampleListSchema(OpenSchema):
     examples = fields.List(fields.Nested(ExampleSchema))
-
-
-@dataclass(frozen=True)
-class CheckedExample:
-    """A written example that fits its task: what the model sees and what was intended."""
-
-    inputs: Mapping[str, str]
-    intended: Mapping[str, Any]
-
-
-def check_example(task: TaskSpec, body: Mapping[str, Any], max_chars: int) -> CheckedExample:
-    """The example's inputs and intended output, or a 422 naming the first problem."""
-    inputs = body.get("inputs") or {}
-    missing = [f for f in task.input_fields if f not in inputs]
-    extra = sorted(set(inputs) - set(task.input_fields))
-    if missing or extra:
-        problem = f"missing {missing[0]!r}" if missing else f"unknown field {extra[0]!r}"
-        raise _invalid(f"inputs: {problem} (the task's fields: {list(task.input_fields)})")
-    for name in task.input_fields:
-        if not inputs[name].strip():
-            raise _invalid(f"inputs.{name}: write some text")
-        if len(inputs[name]) > max_chars:
-            raise _invalid(f"inputs.{name}: at most {max_chars} characters")
-    intended = _intended(task, body)
-    _parse(task, inputs, intended)
-    return CheckedExample({n: inputs[n] for n in task.input_fields}, intended)
-
-
-# What each output type's intended output is written with; the others' fields are refused,
-# not dropped (a writer who sends an answer to a label task meant something by it).
-_INTENDED_FIELDS = {"answer": ("answer", "answer_start"), "label": ("label",)}
-
-
-def _intended(task: TaskSpec, body: Mapping[str, Any]) -> dict[str, Any]:
-    own = _INTENDED_FIELDS.get(task.output_type, ())
-    foreign = sorted(
-        f for fields_ in _INTENDED_FIELDS.values() for f in fields_ if f in body and f not in own
-    )
-    if foreign:
-        raise _invalid(
-            f"{foreign[0]}: this task's examples take {' and '.join(own)}, not {foreign[0]}"
-        )
-    if task.output_type == "answer":
-        if not body.get("answer") or body.get("answer_start") is None:
-            raise _invalid("answer: send the answer and its answer_start in the context")
-        return {"answer": body["answer"], "answer_start": body["answer_start"]}
-    if body.get("label") is None:
-        raise _invalid(f"label: choose one of {list(task.labels)}")
-    return {"label": body["label"]}
-
-
-def _parse(task: TaskSpec, inputs: Mapping[str, str], intended: Mapping[str, Any]) -> None:
-    """Run the row through the dataset parser: labels and spans are checked as in a set."""
-    row = {"uid": "written", **{s: "" for s in task.slices}, **inputs, **intended}
-    try:
-        parse_lines(task, [json.dumps(row)], "example")
-    except DatasetError as exc:
-        raise _invalid(str(exc).split(": ", 1)[-1]) from None
-
-
-def _invalid(message: str) -> CollectionRefused:
-    return CollectionRefused(422, "invalid_example", message)

@@ -7,14 +7,23 @@ from collections.abc import Mapping
 
 from flask import Flask, jsonify, request
 from flask.typing import ResponseReturnValue
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
+
+from configs.vocabulary.refusals import Kind, Refused
+from store.outages import DATABASE_OUTAGES, outage_reason
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_S = 10  # what a client waits before asking again during a database outage
-# The database is down, unreachable or out of connections: not the client's fault, not a bug.
-DATABASE_OUTAGES = (OperationalError, InterfaceError, PoolTimeout)
+# the status each kind of use-case refusal is answered with
+STATUS: dict[Kind, int] = {
+    "invalid": 422,
+    "not_found": 404,
+    "forbidden": 403,
+    "conflict": 409,
+    "too_large": 413,
+    "too_many": 429,
+    "unavailable": 503,
+}
 
 
 class ApiError(Exception):
@@ -26,6 +35,14 @@ class ApiError(Exception):
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
         self.headers = dict(headers or {})  # e.g. Retry-After on a 429
+
+
+def from_refusal(refused: Refused) -> ApiError:
+    """The HTTP answer to a use case's refusal."""
+    headers = {}
+    if refused.retry_after_s is not None:
+        headers["Retry-After"] = str(refused.retry_after_s)
+    return ApiError(STATUS[refused.kind], refused.code, refused.message, headers)
 
 
 def error_body(code: str, message: str, details: object | None = None) -> dict:
@@ -41,6 +58,10 @@ def install(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api_error(exc: ApiError) -> ResponseReturnValue:
         return jsonify(error_body(exc.code, exc.message)), exc.status, exc.headers
+
+    @app.errorhandler(Refused)
+    def _refused(exc: Refused) -> ResponseReturnValue:
+        return _api_error(from_refusal(exc))
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> ResponseReturnValue:
@@ -76,14 +97,6 @@ def _database_unavailable(exc: Exception) -> ResponseReturnValue:
         "database_unavailable", "the database is unavailable; try again in a few seconds"
     )
     return jsonify(body), 503, {"Retry-After": str(RETRY_AFTER_S)}
-
-
-def outage_reason(exc: Exception) -> str:
-    """The driver's first line (``connection refused``...), never the statement or its
-    parameters, which SQLAlchemy's own message quotes."""
-    cause = exc.orig if isinstance(exc, DBAPIError) else exc
-    lines = str(cause).strip().splitlines() or [type(cause).__name__]
-    return lines[0][:200]
 
 
 def _headers(exc: HTTPException) -> list[tuple[str, str]]:

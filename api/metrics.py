@@ -22,8 +22,8 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from api.service import Service
 from store.stats import DURATION_BUCKETS, Durations, QueueStats, queue_stats
+from usecases.service import Service
 
 
 class QueueCollector(Collector):

@@ -25,21 +25,11 @@ from api.auth import SAFE_METHODS, principal
 from api.errors import ApiError
 from configs.vocabulary.clock import Clock
 from store.db import Database
-from store.ratelimits import SharedBuckets
+from store.ratelimits import RateLimits, SharedBuckets
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXTENSION = "dynaeval_ratelimit"
 _MAX_KEYS = 10_000  # past this many buckets, full ones are dropped (they equal a new one)
-
-
-@dataclass(frozen=True)
-class RateLimits:
-    """Requests allowed per window (a burst of that many, refilled evenly over the window)."""
-
-    writes: int = 60
-    writes_window_s: float = 60.0
-    logins: int = 10
-    logins_window_s: float = 60.0
 
 
 class Buckets(Protocol):

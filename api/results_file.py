@@ -1,7 +1,7 @@
 """A submission's full results as one file: the summary axes, every round, and every score
 under its full key, as JSON or as one long CSV table (``section`` says which part a row is).
 
-The content is what the model page shows (``api.pages.public.model_results``: provenance
+The content is what the model page shows (``usecases.boards.public.model_results``: provenance
 trimmed to its public runtime fields); failures and log tails stay in the API."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 from marshmallow import fields
 
-from api.pages.public import SCORE_COLUMNS
 from api.schemas import OpenSchema
+from usecases.boards.public import SCORE_COLUMNS
 
 # Summary and round rows name their number by a dotted path (``performance_ci.0``) in
 # ``name``; score rows fill the key columns instead.

@@ -12,17 +12,11 @@ from flask_smorest import Blueprint
 from marshmallow import Schema, ValidationError
 
 from api.auth import accounts, principal
-from api.board_cache import prepared
-from api.compare import ComparisonSchema, compare
-from api.default_view import task_defaults
+from api.context import service, task_or_404, task_visible
 from api.docs import error_docs, success_docs
 from api.errors import ApiError
-from api.leaderboard import viewer_weights
-from api.pages.boards import requested_round_weights
 from api.pages.downloads import ScoresDownloadQuerySchema, file_response
-from api.pages.public import model_results
 from api.pages.visibility import readable_submission
-from api.quotas import quota_admission, quota_state
 from api.results_file import ResultsFileSchema, results_csv, results_json
 from api.schemas import (
     LEADERBOARD_PAGE,
@@ -43,9 +37,20 @@ from api.schemas import (
     TaskSubmissionListQuerySchema,
     check_weights_syntax,
 )
-from api.schemas_board import LeaderboardSchema
-from api.service import Service
-from api.submissions import (
+from api.schemas_board import ComparisonSchema, LeaderboardSchema
+from configs.schema import TaskSpec
+from configs.vocabulary.idempotency import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY
+from configs.vocabulary.refusals import Refused
+from store.idempotency import DuplicateSubmission, KeyedSubmission, find_by_key
+from store.queries import CursorError
+from usecases.boards.assemble import requested_round_weights
+from usecases.boards.cache import prepared
+from usecases.boards.default_view import task_defaults
+from usecases.boards.leaderboard import viewer_weights
+from usecases.boards.public import model_results
+from usecases.compare import compare
+from usecases.quotas import quota_admission, quota_state
+from usecases.submissions import (
     Admission,
     SubmissionRefused,
     Submitted,
@@ -54,10 +59,6 @@ from api.submissions import (
     submit_runtime,
     submit_upload,
 )
-from configs.schema import TaskSpec
-from configs.vocabulary.idempotency import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY
-from store.idempotency import DuplicateSubmission, KeyedSubmission, find_by_key
-from store.queries import CursorError
 
 MAX_JSON_BYTES = 64 * 1024
 
@@ -86,26 +87,6 @@ errors = error_docs(blp, ERRORS)
 ok = success_docs(blp)
 
 
-def service() -> Service:
-    return current_app.extensions["dynaeval"]
-
-
-def task_or_404(name: str) -> TaskSpec:
-    """The task, if it exists and the caller may see it (a private task is 404 to others)."""
-    task = service().tasks.get(name)
-    hidden = task is not None and not _task_visible(name)
-    if task is None or hidden:
-        known = ", ".join(sorted(t for t in service().tasks if _task_visible(t)))
-        raise ApiError(404, "unknown_task", f"no task {name!r} (tasks: {known})")
-    assert task is not None
-    return task
-
-
-def _task_visible(name: str) -> bool:
-    found = accounts().task_access().get(name)
-    return found is None or principal().may_see_task(found)
-
-
 def submission_or_404(
     model_id: str, *, with_scores: bool = False, with_queue: bool = False
 ) -> dict[str, Any]:
@@ -126,7 +107,7 @@ def health() -> dict[str, Any]:
 @ok(TaskListSchema)
 def list_tasks() -> dict[str, Any]:
     """Every task the caller may see with its fields, labels, rounds, limits and weights."""
-    tasks = [t for name, t in service().tasks.items() if _task_visible(name)]
+    tasks = [t for name, t in service().tasks.items() if task_visible(name)]
     return {"tasks": [task.public_dict() for task in tasks]}
 
 
@@ -219,11 +200,11 @@ class Submissions(MethodView):
             raise _refusal(exc) from None
         except DuplicateSubmission as exc:  # the same key raced us to the insert
             return _replayed(exc.first, task, _requested_name())
-        except ApiError as exc:
+        except Refused as exc:
             # a retry while its first request was still being checked: that one may have
             # taken the last of the quota meanwhile, and then it is the answer
             first = _made_by(key)
-            if exc.status != 429 or first is None:
+            if exc.kind != "too_many" or first is None:
                 raise
             return _replayed(first, task, _requested_name())
         return _submitted_body(task, submitted.model_id, submitted.job_id, submitted.name)

@@ -8,6 +8,7 @@ from typing import Any
 from marshmallow import INCLUDE, Schema, ValidationError, fields, validate
 
 from configs.vocabulary.axes import AXES
+from configs.vocabulary.names import MODEL_NAME_PATTERN, MODEL_NAME_RULE
 from evaluator.transport.dialects import DEFAULT_DIALECT, dialect_choices
 
 
@@ -22,7 +23,7 @@ class FullMatch(validate.Regexp):
         return value
 
 
-NAME = FullMatch(r"^[A-Za-z0-9][A-Za-z0-9 ._\-]{0,127}$", error="1-128 letters, digits, ' ._-'")
+NAME = FullMatch(MODEL_NAME_PATTERN, error=MODEL_NAME_RULE)
 # Bounded so that whatever the pattern allows is a finite number (an unbounded exponent let
 # "4e999", infinity, through the schema to a 400); wide enough for any number a browser
 # writes (17 significant digits, "1e-7").

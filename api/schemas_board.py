@@ -166,3 +166,14 @@ class LeaderboardSchema(OpenSchema):
             "every ranked model (not only this page); empty when nothing does"
         },
     )
+
+
+class ComparisonSchema(OpenSchema):
+    candidate = fields.String()
+    baseline = fields.String()
+    task = fields.String()
+    metric = fields.String()
+    difference = fields.Float()
+    ci = fields.List(fields.Float())
+    significant_drop = fields.Boolean()
+    rounds = fields.List(fields.Dict())

@@ -14,9 +14,9 @@ from typing import Any
 from flask_smorest import Blueprint
 
 from api.auth import principal
+from api.context import service, task_or_404
 from api.docs import error_docs, success_docs
-from api.errors import ApiError
-from api.routes import service, task_or_404
+from api.errors import ApiError, from_refusal
 from api.validation_schemas import (
     QueueQuerySchema,
     QueueSchema,
@@ -26,7 +26,6 @@ from api.validation_schemas import (
     VoteListSchema,
 )
 from configs.schema import TaskSpec
-from metrics.vmer import Group, vmer_report
 from store.validation import (
     CollectionRound,
     ExampleRef,
@@ -35,6 +34,7 @@ from store.validation import (
     Validation,
     ValidationRefused,
 )
+from usecases.collection.validation import settle, vmer_of, vote
 
 blp = Blueprint(
     "validation",
@@ -93,7 +93,7 @@ def _may_settle(task: str) -> bool:
 
 
 def _refused(exc: ValidationRefused) -> ApiError:
-    return ApiError(exc.status, exc.code, exc.message)
+    return from_refusal(exc)
 
 
 def queued_json(example: QueuedExample) -> dict[str, Any]:
@@ -120,44 +120,6 @@ def settlement_json(done: Settlement) -> dict[str, Any]:
         "settled_by": done.settled_by,
         "settled_at": _iso(done.settled_at),
         "votes": dict(done.tally),
-    }
-
-
-def _counts(group: Group) -> dict[str, Any]:
-    tally = group.tally
-    return {
-        "origin": group.origin,
-        "submitted": tally.submitted,
-        "fooled": tally.fooled,
-        "rejected_fooled": tally.rejected_fooled,
-        "validated_fooled": tally.validated_fooled,
-        "unvalidated_fooled": tally.unvalidated_fooled,
-        "unanswered": tally.unanswered,
-        "vmer": tally.vmer,
-        "mer": tally.mer,
-    }
-
-
-def vmer_of(found: CollectionRound) -> dict[str, Any]:
-    """The round's vMER as the API and the round page show it: aggregates and names only."""
-    store = validation()
-    report = vmer_report(store.outcomes(found.task, found.round))
-    models = store.model_names({g.key for g in report.models if g.key is not None})
-    writers = store.user_names({g.key for g in report.writers if g.key is not None})
-    return {
-        "task": found.task,
-        "round": found.round,
-        "status": found.status,
-        "votes_needed": found.votes_needed,
-        "totals": [_counts(g) for g in report.round],
-        "models": [
-            {**_counts(g), "model_id": g.key, "model_name": models.get(g.key or "")}
-            for g in report.models
-        ],
-        "writers": [
-            {**_counts(g), "writer": writers.get(g.key) if g.key is not None else None}
-            for g in report.writers
-        ],
     }
 
 
@@ -189,7 +151,7 @@ def cast_vote(example_id: str, verdict: str) -> Settlement:
     voter = principal().user_id
     assert voter is not None
     try:
-        return validation().vote(example_id, voter, verdict)
+        return vote(service(), example_id, voter, verdict)
     except ValidationRefused as exc:
         raise _refused(exc) from None
 
@@ -216,7 +178,7 @@ def post_settle(example_id: str, verdict: str) -> dict[str, Any]:
     settler = principal().user_id
     assert settler is not None
     try:
-        return settlement_json(validation().settle(example_id, settler, verdict))
+        return settlement_json(settle(service(), example_id, settler, verdict))
     except ValidationRefused as exc:
         raise _refused(exc) from None
 
@@ -246,4 +208,4 @@ def get_votes(example_id: str) -> dict[str, Any]:
 def get_vmer(task_name: str, round_name: str) -> dict[str, Any]:
     """The round's validated model error rate per origin, per model and per writer:
     validated fooled / submitted; unvalidated fooled examples apart, never counted."""
-    return vmer_of(collection_round_or_404(task_or_404(task_name), round_name))
+    return vmer_of(service(), collection_round_or_404(task_or_404(task_name), round_name))

@@ -2,7 +2,7 @@
 
 A view is a named set of axis and round weights with a stable URL; a task owner (or an
 admin) makes one the task's default, which the leaderboard then uses when the viewer
-gives no weights (``api.default_view``). A snapshot freezes the leaderboard JSON as it is
+gives no weights (``usecases.boards.default_view``). A snapshot freezes the leaderboard JSON as it is
 at that moment, with its weights, dataset hashes and code version: it is stored whole and
 never recomputed, so it stays the same when models join or rounds are added."""
 
@@ -19,20 +19,20 @@ from marshmallow import Schema, ValidationError, fields, validate
 from werkzeug.wrappers import Response
 
 from api.auth import accounts, principal
-from api.default_view import task_defaults
+from api.context import service, task_or_404
 from api.docs import error_docs
 from api.errors import ApiError
-from api.leaderboard import leaderboard
-from api.pages import boards
 from api.pages.site import board_page, form_error
 from api.pages.visibility import task_visible
-from api.routes import service, task_or_404
 from api.schemas import FullMatch, OpenSchema
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
 from dynascore.weights import Weights
 from evaluator.provenance import code_version
 from store.views import NewSnapshot, NewView, Views
+from usecases.boards import assemble as boards
+from usecases.boards.default_view import task_defaults
+from usecases.boards.leaderboard import leaderboard
 
 blp = Blueprint(
     "views", __name__, url_prefix="/api/v1", description="Saved leaderboard views and snapshots"

@@ -32,8 +32,8 @@ import requests
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from api.service import Service  # noqa: E402
 from configs.vocabulary.results import EvaluationResult, Score, ScoreKey  # noqa: E402
+from usecases.service import Service  # noqa: E402
 
 N_MODELS = 200
 CLIENTS = 32

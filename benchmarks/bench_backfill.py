@@ -6,7 +6,7 @@ examples, small profiling, no perturbations) gets ``--models`` scored models (a 
 finished result on the task's data as it is). Every model's runtime is a ``url`` model
 on 127.0.0.1 served by one in-process HTTP server that answers protocol v1 at once, so
 the workers really call a model over HTTP. A new round of 20 examples is added through
-the API's own code path (``api.rounds.add_dataset``), which queues one backfill job per
+the API's own code path (``usecases.rounds.add_dataset``), which queues one backfill job per
 model; then N real ``Worker`` loops in threads (burst mode) drain them. The baseline is
 the 1-worker run of the same process: ``scaling`` is 4 workers' jobs per minute over it.
 An untimed run of 2 models first loads what evaluation imports lazily. The workers run
@@ -43,11 +43,11 @@ from sqlalchemy import select
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.rounds import Upload, add_dataset  # noqa: E402
-from api.service import Service  # noqa: E402
 from configs.paths import CONFIG_DIR  # noqa: E402
 from configs.vocabulary.results import EvaluationResult, Score, ScoreKey  # noqa: E402
 from store.models import JobRow, ScoreRow  # noqa: E402
+from usecases.rounds import Upload, add_dataset  # noqa: E402
+from usecases.service import Service  # noqa: E402
 from worker.worker import Worker  # noqa: E402
 
 MODELS = 200

@@ -4,19 +4,19 @@
 rows shaped like the store's). Measured in the same run:
 
 * ``dynascore_compute_s``: ``dynascore.compute`` on the 10,000 x 5 table (the baseline);
-* ``assembly_s``: ``api.leaderboard.leaderboard`` called with pre-read rows, i.e. the
+* ``assembly_s``: ``usecases.boards.leaderboard.leaderboard`` called with pre-read rows, i.e. the
   server's per-request work after the database read and before JSON encoding: split,
   Dynascore, tie groups, flip weights and every entry with its rounds;
 * ``render_s``: the per-weights part alone, ``PreparedBoard.render`` on a board prepared
   once from the same rows (what a request costs when the caller keeps the board while the
-  rows do not change: see ``api.leaderboard.PreparedBoard``);
+  rows do not change: see ``usecases.boards.leaderboard.PreparedBoard``);
 * ``assembly_<n>_models_s`` for 1,000 / 3,000 / 10,000 models, to show it grows linearly
   (``growth_10k_over_1k`` ~ 10 when linear, ~ 100 when quadratic);
 * ``page_render_s``: ``PreparedBoard.render`` of the first page of 100 models (what the
   API's default page costs once its board is prepared);
 * ``flask_request_s``: the whole ``GET /api/v1/tasks/<task>/leaderboard`` (the default
   page of 100) through Flask's test client, with the store's read replaced by the pre-read
-  rows: the board is prepared on the first request and kept (``api.board_cache``) while
+  rows: the board is prepared on the first request and kept (``usecases.boards.cache``) while
   the task's results version stays, so this is the per-request server time, JSON encoding
   and the version query included; ``flask_full_request_s`` asks for all 10,000 at once.
 
@@ -41,10 +41,10 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.leaderboard import leaderboard, prepare_board, viewer_weights  # noqa: E402
 from configs.schema import RoundSpec, TaskSpec  # noqa: E402
 from dynascore import AXES, compute  # noqa: E402
 from evaluator.tasks import load_tasks  # noqa: E402
+from usecases.boards.leaderboard import leaderboard, prepare_board, viewer_weights  # noqa: E402
 
 N_MODELS = 10_000
 REPEATS = 15
@@ -124,8 +124,8 @@ def flask_request(
     """Median/min seconds and body size of the HTTP request, store read replaced by ``rows``
     (the first request, which prepares the board, is not timed)."""
     from api.app import create_app
-    from api.service import Service
     from store.queries import Queries
+    from usecases.service import Service
 
     with tempfile.TemporaryDirectory() as tmp:
         service = Service.open(Path(tmp) / "data")

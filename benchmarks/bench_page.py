@@ -60,7 +60,6 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api.app import create_app  # noqa: E402
-from api.service import Service  # noqa: E402
 from benchmarks.bench_page_js import (  # noqa: E402
     COMPUTE_JS,
     IDLE_JS,
@@ -71,6 +70,7 @@ from benchmarks.bench_page_js import (  # noqa: E402
     WRAP_JS,
 )
 from configs.vocabulary.results import EvaluationResult, Score, ScoreKey  # noqa: E402
+from usecases.service import Service  # noqa: E402
 
 TASK = "sentiment"
 N_MODELS = 1_000

@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sqlalchemy import and_, or_, select  # noqa: E402
 
 from api.app import create_app  # noqa: E402
-from api.service import Service  # noqa: E402
 from store.accounts import Accounts  # noqa: E402
 from store.models import AttemptRow, JobRow, ModelRow, ResultRow  # noqa: E402
 from store.queries import Queries, decode_cursor  # noqa: E402
+from usecases.service import Service  # noqa: E402
 
 N_SUBMISSIONS = 10_000
 PAGE_SIZES = (100, 1000)

@@ -22,8 +22,8 @@ from configs.vocabulary.scopes import DEFAULT_TOKEN_SCOPES, SCOPES, TOKENS
 if TYPE_CHECKING:
     from flask import Flask
 
-    from api.service import Service
     from client.sdk import DynaevalClient
+    from usecases.service import Service
 
 LOCAL_ADMIN = "local-admin"
 

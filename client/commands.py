@@ -362,7 +362,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         except ApiClientError as exc:
             raise CliError(str(exc)) from None
     else:
-        from api.leaderboard import leaderboard, viewer_weights
+        from usecases.boards.leaderboard import leaderboard, viewer_weights
 
         task = find_task(args.task)
         try:

@@ -8,7 +8,7 @@ from configs.paths import CONFIG_DIR
 from configs.schema import ConfigError, TaskSpec
 
 if TYPE_CHECKING:
-    from api.service import Service
+    from usecases.service import Service
 
 
 class CliError(Exception):
@@ -36,7 +36,7 @@ def find_task(name: str) -> TaskSpec:
 def open_service(allow_local: bool = False, allowed_registries: list[str] | None = None) -> Service:
     """The configured database, blob folder and tasks (migrated on open); registries on local
     networks that submissions may name: ``allowed_registries`` on top of the environment's."""
-    from api.service import Service, default_allowed_registries
+    from usecases.service import Service, default_allowed_registries
 
     allowed = [*default_allowed_registries(), *(allowed_registries or [])]
     try:

@@ -7,8 +7,8 @@ import subprocess
 import threading
 from typing import Any
 
-from api.service import Service, example_catalog, example_image, example_runtime
 from configs.paths import REPO_ROOT
+from usecases.service import Service, example_catalog, example_image, example_runtime
 
 log = logging.getLogger(__name__)
 

@@ -70,7 +70,7 @@ def _weight(text: str) -> float:
 
 # -- on the configured database --------------------------------------------------------------
 def _local_list(task_name: str) -> dict[str, Any]:
-    from api.rounds import rounds_of
+    from usecases.rounds import rounds_of
 
     service = open_service()
     try:
@@ -81,7 +81,7 @@ def _local_list(task_name: str) -> dict[str, Any]:
 
 
 def _local_add(args: argparse.Namespace, path: Path) -> dict[str, Any]:
-    from api.rounds import RoundRefused, Upload, add_dataset, set_weight
+    from usecases.rounds import RoundRefused, Upload, add_dataset, set_weight
 
     service = open_service()
     try:

@@ -28,8 +28,8 @@ from client.sdk import WaitTimeout, job_status, wait_until_final
 from configs.schema import TaskSpec
 
 if TYPE_CHECKING:
-    from api.service import Service
     from client.sdk import DynabenchClient
+    from usecases.service import Service
 
 
 EXIT_PASS, EXIT_BELOW, EXIT_FAILED, EXIT_USAGE = 0, 1, 2, 3
@@ -122,14 +122,10 @@ def _waits(args: argparse.Namespace, thresholds: list[Threshold]) -> bool:
 
 
 def _check_name(name: str) -> None:
-    from marshmallow import ValidationError
+    from configs.vocabulary.names import MODEL_NAME_RULE, is_model_name
 
-    from api.schemas import NAME
-
-    try:
-        NAME(name)
-    except ValidationError:
-        raise CliError(f"--name {name!r}: {NAME.error}") from None
+    if not is_model_name(name):
+        raise CliError(f"--name {name!r}: {MODEL_NAME_RULE}")
 
 
 def _wait(args: argparse.Namespace, backend: Backend, model_id: str) -> dict[str, Any]:
@@ -184,7 +180,7 @@ class Local(Backend):
 
     def submit(self, args: argparse.Namespace) -> str:
         """Submit a tarball file or a registry reference to the local database."""
-        from api.submissions import SubmissionRefused, submit_file, submit_reference
+        from usecases.submissions import SubmissionRefused, submit_file, submit_reference
 
         path = Path(args.model)
         if path.exists() and not path.is_file():
@@ -219,7 +215,7 @@ class Local(Backend):
         return found or {"id": model_id}
 
     def dynascore(self, found: dict[str, Any]) -> float | None:
-        from api.leaderboard import leaderboard, viewer_weights
+        from usecases.boards.leaderboard import leaderboard, viewer_weights
 
         rows = self.service.queries.leaderboard_rows(self.task.name)
         hashes = self.service.dataset_hashes(self.task.name)
@@ -227,12 +223,12 @@ class Local(Backend):
         return _dynascore_of(board, found["id"])
 
     def compare(self, model_id: str, other_id: str) -> dict[str, Any]:
-        from api.compare import compare
-        from api.errors import ApiError
+        from configs.vocabulary.refusals import Refused
+        from usecases.compare import compare
 
         try:
             return compare(self.service, model_id, other_id)
-        except ApiError as exc:
+        except Refused as exc:
             raise CliError(f"--compare-to {other_id}: {exc.code}: {exc.message}") from None
 
     def close(self) -> None:

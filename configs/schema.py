@@ -112,7 +112,7 @@ class BootstrapSpec:
 @dataclass(frozen=True)
 class QuotaSpec:
     """How many submissions one user may make to a task: per UTC day and in total (None:
-    no limit). Only what the submitter caused counts (see api/quotas.py)."""
+    no limit). Only what the submitter caused counts (see usecases/quotas.py)."""
 
     per_day: int | None = 10
     total: int | None = None

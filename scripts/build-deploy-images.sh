@@ -28,7 +28,7 @@ PYTHON="${PYTHON:-python3}"
 APP_PACKAGES="python3,python3-venv,libpython3.11-stdlib,wordnet-base,tini,ca-certificates"
 PG_PACKAGES="postgresql-15"
 # The project's sources, copied into the build context (the tree is never written).
-SOURCES=(api client configs dynascore evaluator metrics perturbations store worker
+SOURCES=(api client configs dynascore evaluator metrics perturbations store usecases worker
     pyproject.toml README.md)
 
 log() { printf '[build-deploy-images] %s\n' "$*" >&2; }

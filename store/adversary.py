@@ -20,18 +20,18 @@ from sqlalchemy import select
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from configs.vocabulary.jobs import JobKind, JobStatus
+from configs.vocabulary.refusals import Refused
 from store.backfill import BACKFILL_PRIORITY
 from store.db import Database
 from store.leases import DEFAULT_ATTEMPTS, held
 from store.models import CollectedExampleRow, JobRow
-from store.refusals import Refused
 
 MACHINE = "machine"
 _PROPOSALS = uuid.UUID("6f1c2d0e-4b0a-4f57-9a53-1d2c8e7b9a10")  # namespace of proposal ids
 
 
 class AttackRefused(Refused):
-    """An adversary run refused (see store.refusals)."""
+    """An adversary run refused (see configs.vocabulary.refusals)."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class AttackRuns:
         with self.db.session() as session, session.begin():
             if self._active(session, task, round_name):
                 raise AttackRefused(
-                    409, "attack_running", f"an adversary run of round {round_name!r} is queued "
+                    "conflict", "attack_running", f"an adversary run of round {round_name!r} is queued "
                     "or running: wait for it to end",
                 )  # fmt: skip
             job = JobRow(

@@ -21,10 +21,10 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
+from configs.vocabulary.refusals import Refused
 from store.db import Database
 from store.locks import named_lock
 from store.models import CollectedExampleRow, CollectionRoundRow, ModelRow, ResultRow
-from store.refusals import Refused
 
 OPEN, CLOSED, FROZEN = "open", "closed", "frozen"
 HUMAN = "human"
@@ -58,7 +58,7 @@ class Settings:
 
 
 class CollectionRefused(Refused):
-    """A collection change refused (see store.refusals)."""
+    """A collection change refused (see configs.vocabulary.refusals)."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,9 @@ class Collection:
             row = session.get(CollectionRoundRow, (task, round_name))
             if row is not None and row.status != CLOSED:
                 code = "round_frozen" if row.status == FROZEN else "collection_open"
-                raise CollectionRefused(409, code, f"round {round_name!r} is {row.status} already")
+                raise CollectionRefused(
+                    "conflict", code, f"round {round_name!r} is {row.status} already"
+                )
             if row is None:
                 row = CollectionRoundRow(task=task, round=round_name, frozen_at=None)
                 session.add(row)
@@ -159,7 +161,7 @@ class Collection:
             row = self._row(session, task, round_name)
             if row.status != OPEN:
                 raise CollectionRefused(
-                    409, "round_not_open", f"round {round_name!r} is {row.status}"
+                    "conflict", "round_not_open", f"round {round_name!r} is {row.status}"
                 )
             row.status = CLOSED
         return self._existing(task, round_name)
@@ -186,7 +188,9 @@ class Collection:
             chosen = next((m for m in state.models if m.id == wanted), None)
             if chosen is None:
                 raise CollectionRefused(
-                    422, "invalid_example", f"model_id: {wanted!r} is not in this round's loop"
+                    "invalid",
+                    "invalid_example",
+                    f"model_id: {wanted!r} is not in this round's loop",
                 )
             if chosen.due_for_restart(now):
                 return chosen
@@ -206,7 +210,7 @@ class Collection:
             row = self._row(session, task, round_name, lock=True)
             if row.status != OPEN:
                 raise CollectionRefused(
-                    409, "round_not_open", f"round {round_name!r} is {row.status}"
+                    "conflict", "round_not_open", f"round {round_name!r} is {row.status}"
                 )
             marks = dict(row.unhealthy or {})
             if written.answer_error is not None and written.model_id is not None:
@@ -250,6 +254,22 @@ class Collection:
         )
         with self.db.session() as session:
             return {str(name): str(digest) for name, digest in session.execute(query)}
+
+    def every_example(self, task: str, round_name: str) -> list[StoredExample]:
+        """All the round's examples, oldest first (what a freeze sorts through)."""
+        query = (
+            select(CollectedExampleRow)
+            .where(CollectedExampleRow.task == task, CollectedExampleRow.round == round_name)
+            .order_by(CollectedExampleRow.created_at, CollectedExampleRow.id)
+        )
+        with self.db.session() as session:
+            return [_example(row) for row in session.scalars(query)]
+
+    def mark_frozen(self, task: str, round_name: str, sha256: str | None) -> None:
+        """Record that the round became the set ``sha256``: nothing more is written to it."""
+        with self.db.session() as session, session.begin():
+            row = self._row(session, task, round_name, lock=True)
+            row.status, row.frozen_at, row.frozen_sha256 = FROZEN, self.clock.now(), sha256
 
     def written_examples(self, task: str, round_name: str) -> list[StoredExample]:
         """The round's examples written by people, oldest first, without those judged
@@ -297,16 +317,22 @@ class Collection:
         row = session.scalars(query.with_for_update() if lock else query).one_or_none()
         if row is None:
             raise CollectionRefused(
-                404, "unknown_round", f"round {round_name!r} of {task!r} is not open for collection"
+                "not_found",
+                "unknown_round",
+                f"round {round_name!r} of {task!r} is not open for collection",
             )
         return row
 
     def _check_models(self, session: Session, task: str, model_ids: Sequence[str]) -> None:
         """Every id names a model of ``task`` with a done result (else 422 naming it)."""
         if not model_ids:
-            raise CollectionRefused(422, "invalid_models", "model_ids: name at least one model")
+            raise CollectionRefused(
+                "invalid", "invalid_models", "model_ids: name at least one model"
+            )
         if len(set(model_ids)) != len(model_ids):
-            raise CollectionRefused(422, "invalid_models", "model_ids: a model is named twice")
+            raise CollectionRefused(
+                "invalid", "invalid_models", "model_ids: a model is named twice"
+            )
         for model_id in model_ids:
             model = session.get(ModelRow, model_id)
             scored = session.scalar(
@@ -314,7 +340,7 @@ class Collection:
             )
             if model is None or model.task != task or not scored:
                 raise CollectionRefused(
-                    422,
+                    "invalid",
                     "invalid_models",
                     f"model_ids: {model_id!r} is not a scored submission of task {task!r}",
                 )

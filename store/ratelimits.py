@@ -8,6 +8,7 @@ SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
@@ -20,6 +21,16 @@ from store.models import RateLimitBucketRow
 
 _EPOCH = datetime(1970, 1, 1)  # the clock is naive UTC
 _TABLE = cast(Table, RateLimitBucketRow.__table__)
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    """Requests allowed per window (a burst of that many, refilled evenly over the window)."""
+
+    writes: int = 60
+    writes_window_s: float = 60.0
+    logins: int = 10
+    logins_window_s: float = 60.0
 
 
 def clock_seconds(moment: datetime) -> float:

@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
+from configs.vocabulary.refusals import Refused
 from metrics.vmer import MACHINE, VERDICTS, CollectedOutcome
 from store.db import Database
 from store.models import (
@@ -29,14 +30,13 @@ from store.models import (
     UserRow,
     ValidationVoteRow,
 )
-from store.refusals import Refused
 
 DEFAULT_VOTES_NEEDED = 2
 SETTLED_BY_VOTES = "votes"
 
 
 class ValidationRefused(Refused):
-    """A vote or settlement refused (see store.refusals)."""
+    """A vote or settlement refused (see configs.vocabulary.refusals)."""
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,7 @@ class Validation:
                 _check_open(session, row)
                 if row.author_id == voter_id:
                     raise ValidationRefused(
-                        403, "own_example", "a validator never judges their own example"
+                        "forbidden", "own_example", "a validator never judges their own example"
                     )
                 _check_unsettled(row)
                 if _has_voted(session, example_id, voter_id):
@@ -254,7 +254,9 @@ class Validation:
             row = _locked(session, example_id)
             if row.author_id is not None and row.author_id == settler_id:
                 raise ValidationRefused(
-                    403, "own_example", "no one settles an example they wrote: validators do"
+                    "forbidden",
+                    "own_example",
+                    "no one settles an example they wrote: validators do",
                 )
             _check_open(session, row)
             _check_unsettled(row)
@@ -303,7 +305,7 @@ def _locked(session: Session, example_id: str) -> CollectedExampleRow:
     touch = update(CollectedExampleRow).where(CollectedExampleRow.id == example_id)
     result: Any = session.execute(touch.values(id=CollectedExampleRow.id))
     if result.rowcount != 1:
-        raise ValidationRefused(404, "unknown_example", f"no example {example_id!r}")
+        raise ValidationRefused("not_found", "unknown_example", f"no example {example_id!r}")
     row = session.get(CollectedExampleRow, example_id, populate_existing=True, with_for_update=True)
     assert row is not None
     return row
@@ -312,24 +314,26 @@ def _locked(session: Session, example_id: str) -> CollectedExampleRow:
 def _check_open(session: Session, row: CollectedExampleRow) -> None:
     found = session.get(CollectionRoundRow, (row.task, row.round))
     if found is not None and found.status == "frozen":
-        raise ValidationRefused(409, "round_frozen", "this round is frozen: its verdicts are final")
+        raise ValidationRefused(
+            "conflict", "round_frozen", "this round is frozen: its verdicts are final"
+        )
     if not (row.fooled is True or row.origin == MACHINE):
         raise ValidationRefused(
-            409, "not_for_validation", "only examples that fooled a model are validated"
+            "conflict", "not_for_validation", "only examples that fooled a model are validated"
         )
 
 
 def _check_unsettled(row: CollectedExampleRow) -> None:
     if row.verdict is not None:
         raise ValidationRefused(
-            409, "already_settled", f"this example is settled already ({row.verdict})"
+            "conflict", "already_settled", f"this example is settled already ({row.verdict})"
         )
 
 
 def _check_verdict(verdict: str) -> None:
     if verdict not in VERDICTS:
         raise ValidationRefused(
-            422, "invalid_verdict", f"a verdict is one of {', '.join(VERDICTS)}"
+            "invalid", "invalid_verdict", f"a verdict is one of {', '.join(VERDICTS)}"
         )
 
 
@@ -343,7 +347,7 @@ def _has_voted(session: Session, example_id: str, voter_id: str) -> bool:
 
 
 def _already_voted() -> ValidationRefused:
-    return ValidationRefused(409, "already_voted", "you have voted on this example already")
+    return ValidationRefused("conflict", "already_voted", "you have voted on this example already")
 
 
 def _tally(session: Session, example_id: str) -> dict[str, int]:

@@ -1,22 +1,3 @@
 """Leaderboard pages served by the Flask app: task list, leaderboards, model pages, and
-CSV/JSON downloads (see ``views`` and ``downloads``)."""
-
-from __future__ import annotations
-
-from flask import redirect, request
-from werkzeug.wrappers import Response
-
-from api.pages.downloads import downloads
-from api.pages.site import pages, task_list
-
-
-def index() -> Response | str:
-    """``/``: the task list page for a browser; API clients (asking for JSON, for anything,
-    or for nothing in particular) are redirected to ``/api/v1/tasks`` as before."""
-    best = request.accept_mimetypes.best_match(["application/json", "text/html"])
-    if best == "text/html":
-        return task_list()
-    return redirect("/api/v1/tasks")
-
-
-__all__ = ["downloads", "index", "pages"]
+CSV/JSON downloads (``site``, ``downloads``, ``index``); ``api.app`` registers them. The
+package itself imports nothing, so importing one page module never runs the others."""

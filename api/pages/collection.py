@@ -2,7 +2,7 @@
 needed) with the task's input fields and the intended label (QA: the answer), posted to
 this blueprint, answered with the live model's answer and whether it was fooled.
 
-The write goes through the API's own path (``api.collection.write_example``), so limits,
+The write goes through the same use case as the API (``usecases.collection.writing``), so limits,
 checks and storage are the same; the app-wide guard applies the same Origin/CSRF rule as
 every other page form, and refusals come back as the form with a sentence."""
 
@@ -14,14 +14,15 @@ from flask import Blueprint, render_template, request
 from werkzeug.wrappers import Response
 
 from api.auth import principal
-from api.collection import collection, write_example
-from api.collection_schemas import MAX_EXPLANATION_CHARS
-from api.errors import ApiError
+from api.collection import collection
+from api.context import service
+from api.errors import STATUS, ApiError
 from api.pages.visibility import task_visible
-from api.routes import service
 from configs.schema import TaskSpec
 from store.collection import CollectionRefused, RoundState
 from store.principals import SUBMIT
+from usecases.collection.examples import MAX_EXPLANATION_CHARS
+from usecases.collection.writing import write_example
 
 collect_pages = Blueprint("collect_pages", __name__, template_folder="templates")
 
@@ -74,15 +75,19 @@ def collect_form(task_name: str, round_name: str) -> Response | tuple[str, int]:
     task, _ = found
     sent = {key: value for key, value in request.form.items()}
     try:
-        result = write_example(task, round_name, _body(task, sent))
+        result = write_example(service(), task, round_name, _body(task, sent), _author())
     except CollectionRefused as exc:
         return _page(
             _found(task_name, round_name) or found,
-            exc.status,
+            STATUS[exc.kind],
             message=_sentence(exc.message),
             sent=sent,
         )
     return _page(_found(task_name, round_name) or found, 201, result=result)
+
+
+def _author() -> str:
+    return principal().user_id or ""
 
 
 def _body(task: TaskSpec, form: dict[str, str]) -> dict[str, Any]:
@@ -92,7 +97,7 @@ def _body(task: TaskSpec, form: dict[str, str]) -> dict[str, Any]:
     explanation = form.get("explanation", "").strip()
     if len(explanation) > MAX_EXPLANATION_CHARS:
         raise CollectionRefused(
-            422, "invalid_example", f"explanation: at most {MAX_EXPLANATION_CHARS} characters"
+            "invalid", "invalid_example", f"explanation: at most {MAX_EXPLANATION_CHARS} characters"
         )
     if explanation:
         body["explanation"] = explanation

@@ -1,7 +1,7 @@
 """Downloads: a leaderboard under any weights and a model's full scores, as CSV or JSON.
 
 Documented in the OpenAPI document beside the v1 routes (same prefix). The leaderboard
-is the API's computation (``api.leaderboard``), with the page's optional round weights.
+is the API's computation (``usecases.boards.leaderboard``), with the page's optional round weights.
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ from flask import Response, current_app
 from flask_smorest import Blueprint
 from marshmallow import Schema, fields, validate
 
-from api.default_view import task_defaults
 from api.errors import ApiError
-from api.pages import boards, public
 from api.pages.visibility import model_visible, task_visible
 from api.schemas import ErrorSchema, ScoresSchema, WeightsQuerySchema
 from api.schemas_board import LeaderboardSchema
-from api.service import Service
 from configs.vocabulary.axes import AXES
+from usecases.boards import assemble as boards
+from usecases.boards import public
+from usecases.boards.default_view import task_defaults
+from usecases.service import Service
 
 downloads = Blueprint(
     "downloads",

@@ -13,13 +13,14 @@ from flask import Blueprint, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 from api.auth import principal
+from api.context import service
 from api.errors import ApiError
 from api.pages.visibility import task_visible
-from api.routes import service
-from api.validation import cast_vote, queued_json, validation, vmer_of
+from api.validation import cast_vote, queued_json, validation
 from metrics.vmer import VERDICTS
 from store.principals import READ, SUBMIT
 from store.validation import CollectionRound
+from usecases.collection.validation import vmer_of
 
 round_pages = Blueprint("round_pages", __name__, template_folder="templates")
 
@@ -48,7 +49,7 @@ def round_page(task_name: str, round_name: str) -> tuple[str, int]:
     return render_template(
         "pages/round.html",
         round=found,
-        vmer=vmer_of(found),
+        vmer=vmer_of(service(), found),
         example=_next_example(found),
         verdicts=VERDICTS,
         may_vote=SUBMIT in principal().scopes,

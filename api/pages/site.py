@@ -23,28 +23,28 @@ from flask import (
     url_for,
 )
 from markupsafe import Markup
-from sqlalchemy import func, select
 from werkzeug.wrappers import Response
 
 from api import accounts as session_routes
 from api.auth import accounts, principal
-from api.default_view import task_defaults
 from api.errors import ApiError, error_body
-from api.pages import boards, public
 from api.pages.visibility import (
     decide_publication,
     model_private_visible,
+    model_visible,
     readable_model,
     task_visible,
 )
 from api.ratelimit import login_limited
-from api.service import Service
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
 from configs.vocabulary.jobs import JobStatus
 from dynascore.weights import Weights
-from store.models import JobRow, ResultRow
 from store.principals import ModelAccess
+from usecases.boards import assemble as boards
+from usecases.boards import public
+from usecases.boards.default_view import task_defaults
+from usecases.service import Service
 
 STATIC = Path(__file__).resolve().parent / "static"
 pages = Blueprint("pages", __name__, template_folder="templates")
@@ -125,22 +125,13 @@ def task_list() -> str:
 
 
 def _last_updates() -> dict[str, str]:
-    with service().db.session() as session:
-        found = session.execute(
-            select(ResultRow.task, func.max(ResultRow.created_at)).group_by(ResultRow.task)
-        ).all()
-    return {task: moment.strftime("%Y-%m-%d %H:%M UTC") for task, moment in found}
+    found = service().queries.last_result_times()
+    return {task: moment.strftime("%Y-%m-%d %H:%M UTC") for task, moment in found.items()}
 
 
 def _busy_jobs() -> dict[tuple[str, str], int]:
     """(task, status) -> jobs, so the list shows models still waiting or being scored."""
-    with service().db.session() as session:
-        found = session.execute(
-            select(JobRow.task, JobRow.status, func.count())
-            .where(JobRow.status.in_((JobStatus.QUEUED, JobStatus.RUNNING)))
-            .group_by(JobRow.task, JobRow.status)
-        ).all()
-    return {(task, status): count for task, status, count in found}
+    return service().queries.busy_jobs()
 
 
 @pages.route("/static/pages/<path:filename>")
@@ -181,7 +172,7 @@ def board_page(
 ) -> tuple[str, int]:
     """A leaderboard page for these weights (the task page, and a saved view's page)."""
     board = boards.board(service(), task, weights, round_weights)
-    data = boards.page_data(service(), task, weights, round_weights)
+    data = boards.page_data(service(), task, weights, round_weights, may_open=model_visible)
     query = _query(weights.to_dict(), round_weights, task)
     data["ties"] = _ties(board)  # the API's 95 % tie groups, for these weights only
     data["ties_for"] = "&".join(f"{k}={v}" for k, v in query.items())

@@ -12,15 +12,11 @@ from typing import Any, TypeVar
 from flask import current_app
 
 from api.auth import accounts, principal
+from api.context import task_visible
 from api.errors import ApiError
 from store.accounts import ModelAccess
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def task_visible(name: str) -> bool:
-    found = accounts().task_access().get(name)
-    return found is None or principal().may_see_task(found)
 
 
 def readable_model(model_id: str) -> ModelAccess | None:

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from api.service import Service, example_catalog, example_image
 from client.examples import build_variant
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.results import EvaluationResult, Failure, Score, ScoreKey
@@ -28,6 +27,7 @@ from store.models import ModelRow
 from tests.acceptance.conftest import REPO, Run, dynaeval_command, free_port, serving
 from tests.conftest import wait_until
 from tests.unit.test_api import image_tar
+from usecases.service import Service, example_catalog, example_image
 from worker.lifecycle import settle_failure
 from worker.predictions import predictions_key
 

@@ -21,8 +21,8 @@ import pytest
 import requests
 
 from api.app import create_app
-from api.service import Service
 from tests.browser.seed import seed, seed_single
+from usecases.service import Service
 
 CHROMIUM = Path(os.environ.get("DYNAEVAL_CHROMIUM", "/usr/bin/chromium"))
 CHROMEDRIVER = Path(os.environ.get("DYNAEVAL_CHROMEDRIVER", "/usr/bin/chromedriver"))

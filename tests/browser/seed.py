@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from api.service import Service
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.results import EvaluationResult, Failure, Score, ScoreKey, pooled_variant
+from usecases.service import Service
 
 TASK = "sentiment"
 DOCKER = {"kind": "docker", "image": "registry.local/model:1", "protocol": "v1"}

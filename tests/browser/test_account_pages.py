@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from api.service import Service
 from store.accounts import Accounts
 from tests.browser.conftest import Live, serving
 from tests.browser.seed import TASK, seed
+from usecases.service import Service
 
 pytestmark = pytest.mark.timeout(240)
 PASSWORD = "a long browser password"

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from api.service import Service
 from store.accounts import Accounts
 from store.collection import Collection, Settings
 from tests.browser.conftest import Live, serving
 from tests.browser.seed import TASK, seed
 from tests.unit.test_collection_api import FakePool
+from usecases.service import Service
 
 pytestmark = pytest.mark.timeout(240)
 PASSWORD = "a long browser password"

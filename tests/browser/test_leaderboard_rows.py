@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from api.service import Service
 from tests.browser.conftest import Live, serving
 from tests.browser.seed import TASK, finish, result
+from usecases.service import Service
 
 N_MODELS = 300
 pytestmark = pytest.mark.timeout(240)

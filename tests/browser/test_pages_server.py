@@ -16,8 +16,8 @@ import pytest
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from api.service import Service
 from tests.browser.seed import SECRET_LOG, TASK, seed, seed_single
+from usecases.service import Service
 
 STATIC = Path(__file__).resolve().parents[2] / "api" / "pages"
 HTML = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from api.service import Service
 from store.accounts import Accounts
 from tests.browser.conftest import Live, serving
 from tests.unit.test_validation_api import ROUND, add_example, open_round
+from usecases.service import Service
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import requests
 
-from api.service import Service
 from tests.browser.conftest import Live, serving
 from tests.browser.seed import TASK, seed
 from tests.unit.auth_helpers import issue_token
 from tests.unit.test_api import AXES_A, finished
+from usecases.service import Service
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -149,7 +149,7 @@ def cli_waits_for_the_database() -> bool:
 # What the fork server imports before it forks workers (everything a worker runs).
 PRELOAD = [
     "tests.chaos.run_worker",
-    "api.service",
+    "usecases.service",
     "worker.worker",
     "evaluator.pipeline",
     "evaluator.runtimes.process",
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     events = EventLog(args.events, args.slot or args.id)
     events.write("start", worker=args.id)
 
-    from api.service import Service
+    from usecases.service import Service
     from worker.worker import Worker
 
     def open_service() -> Service:

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from docker.errors import ImageNotFound
 
-from api.service import Service
 from configs.schema import Limits
 from configs.vocabulary.failures import FailureCode
 from evaluator.errors import EvaluationError
@@ -20,6 +19,7 @@ from evaluator.runtimes.factory import make_runtime
 from store.blobs import LocalBlobStore
 from tests.integration.conftest import BASE_IMAGE, remove_images
 from tests.integration.test_docker_sandbox import wait_http
+from usecases.service import Service
 from worker.worker import Worker
 
 pytestmark = pytest.mark.docker

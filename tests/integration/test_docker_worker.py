@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from api.service import Service
 from configs.schema import Limits
 from configs.vocabulary.jobs import RetryPolicy
 from evaluator.runtimes.docker.runtime import DockerRuntime
+from usecases.service import Service
 from worker.worker import Worker
 
 pytestmark = pytest.mark.docker

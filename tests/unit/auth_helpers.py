@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from flask.testing import FlaskClient
 
-from api.service import Service
 from store.accounts import ROLE_SCOPES, Accounts
+from usecases.service import Service
 
 
 def issue_token(

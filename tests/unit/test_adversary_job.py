@@ -20,7 +20,6 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 
 from api.app import create_app
-from api.service import Service
 from configs.vocabulary.clock import ManualClock
 from configs.vocabulary.results import EvaluationResult, Score, ScoreKey
 from store.accounts import Accounts
@@ -30,6 +29,7 @@ from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import AXES_A, AXES_B
 from tests.unit.test_task_catalog import small_config
 from tests.unit.test_worker import FakeModel, FakeRuntime, factory_of
+from usecases.service import Service
 from worker.worker import Worker
 
 ROUND = "c1"

@@ -14,22 +14,22 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from api import submissions
 from api.app import create_app
-from api.service import Service
-from api.submissions import (
-    SubmissionRefused,
-    UploadTooLarge,
-    submit_file,
-    submit_reference,
-    submit_upload,
-)
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.results import EvaluationResult, Score, ScoreKey
 from evaluator.runtimes.specs import DockerSource, DockerSpec
 from store.jobs import JobStore
 from store.models import JobRow, ModelRow
 from tests.unit.auth_helpers import admin_client
+from usecases import submissions
+from usecases.service import Service
+from usecases.submissions import (
+    SubmissionRefused,
+    UploadTooLarge,
+    submit_file,
+    submit_reference,
+    submit_upload,
+)
 
 DOCKER = {"kind": "docker", "image": "registry.example.org/model:1", "protocol": "v1"}
 PROCESS = {"kind": "process", "command": ["python", "model.py"], "protocol": "v1"}
@@ -421,7 +421,7 @@ def test_body_over_max_content_length_is_413_json(app: Flask, service: Service) 
     assert stored_rows(service) == (0, 0)
 
 
-# -- the submission service (api.submissions) ------------------------------------------------
+# -- the submission service (usecases.submissions) ------------------------------------------------
 def _refused(call: Any, code: str) -> SubmissionRefused:
     with pytest.raises(SubmissionRefused) as caught:
         call()

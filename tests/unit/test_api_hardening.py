@@ -36,12 +36,12 @@ from api.app import create_app
 from api.errors import ApiError
 from api.schemas import WEIGHTS_PATTERN
 from api.server import SERVER_BANNER, make_api_server
-from api.service import Service
-from api.submissions import SubmissionRefused, submit_reference
 from evaluator.runtimes.docker import tarballs
 from evaluator.runtimes.docker.references import check_registry_address, parse_ip_host
 from store.accounts import Accounts
 from tests.unit.auth_helpers import admin_client, issue_token, signed_in
+from usecases.service import Service
+from usecases.submissions import SubmissionRefused, submit_reference
 
 SUBMIT = "/api/v1/tasks/sentiment/submissions"
 CONFIG = "0" * 64 + ".json"

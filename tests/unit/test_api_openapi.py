@@ -11,7 +11,7 @@ import pytest
 from openapi_spec_validator import validate
 
 from api.app import create_app
-from api.service import Service
+from usecases.service import Service
 
 SUBMISSIONS = "/api/v1/tasks/{task_name}/submissions"
 # (path, method) -> the 4xx statuses the route can answer with

@@ -23,9 +23,9 @@ from schemathesis.checks import (
 )
 
 from api.app import create_app
-from api.ratelimit import RateLimits
-from api.service import Service
+from store.ratelimits import RateLimits
 from tests.unit.auth_helpers import issue_token
+from usecases.service import Service
 
 pytestmark = pytest.mark.slow  # measured, fuzzed or multi-process: the full lane only
 

@@ -17,7 +17,6 @@ from flask import request
 from werkzeug.serving import make_server
 
 from api.app import create_app
-from api.service import Service
 from client.sdk import (
     ApiClientError,
     DynabenchClient,
@@ -29,6 +28,7 @@ from client.sdk import (
 from store.accounts import Accounts
 from store.models import ModelRow
 from tests.unit.test_worker import FakeModel, FakeRuntime, factory_of
+from usecases.service import Service
 from worker.worker import Worker
 
 

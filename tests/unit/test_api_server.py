@@ -19,9 +19,9 @@ from sqlalchemy.orm import sessionmaker
 
 from api.app import create_app
 from api.server import MAX_REQUEST_LINE, SERVER_BANNER, WaitressServer
-from api.service import Service
 from tests.unit.auth_helpers import issue_token
 from tests.unit.test_api import assert_error, make_service
+from usecases.service import Service
 
 THREADS = 2
 IDLE_CONNECTIONS = 300

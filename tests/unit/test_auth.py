@@ -18,12 +18,12 @@ from flask.testing import FlaskClient
 from api.app import create_app
 from api.auth import host_allowed
 from api.rights import RIGHTS
-from api.service import Service
 from configs.paths import CONFIG_DIR
 from configs.vocabulary.clock import ManualClock
 from store.accounts import AccountError, Accounts, csrf_token
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import AXES_A, DOCKER, PROCESS, assert_error, finished
+from usecases.service import Service
 
 ROLES = ("anonymous", "alice", "bob", "carol", "admin", "alice_read", "alice_submit")
 

@@ -12,13 +12,13 @@ import pytest
 from werkzeug.serving import make_server
 
 from api.app import create_app
-from api.service import Service
 from client.cli import main
 from store.accounts import Accounts
 from store.tasks import TaskVersions
 from tests.unit.auth_helpers import issue_token
 from tests.unit.test_rounds_api import rows
 from tests.unit.test_task_catalog import small_config
+from usecases.service import Service
 
 
 @pytest.fixture

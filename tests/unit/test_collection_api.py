@@ -16,7 +16,6 @@ from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
 from api.app import create_app
-from api.service import Service
 from configs.schema import TaskSpec
 from configs.vocabulary.clock import ManualClock
 from configs.vocabulary.examples import Prediction
@@ -25,6 +24,7 @@ from store.accounts import Accounts
 from store.models import CollectedExampleRow
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import AXES_A, assert_error, finished
+from usecases.service import Service
 
 ROUND = "c1"
 USERS = ("writer", "other", "owner", "outsider")
@@ -294,9 +294,9 @@ def test_the_page_writes_through_the_same_path(world: World) -> None:
 
 # -- a real live pool with a process model ---------------------------------------------------
 def test_a_real_live_pool_answers_with_a_process_model(world: World) -> None:
-    from api.service import example_catalog, example_runtime
     from evaluator.collection import LivePool
     from store.models import ModelRow
+    from usecases.service import example_catalog, example_runtime
 
     entry = next(e for e in example_catalog() if e["name"] == "sentiment-lexicon")
     with world.service.db.session() as session, session.begin():

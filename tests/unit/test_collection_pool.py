@@ -311,7 +311,7 @@ def test_one_model_answers_one_writer_at_a_time(task, pools, blobs, ids, most) -
 
 
 def test_the_operator_sets_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from api.service import Service
+    from usecases.service import Service
 
     monkeypatch.setenv("DYNAEVAL_LIVE_MODEL_BUDGET", "3")
     monkeypatch.chdir(tmp_path)  # no dynaeval.toml here

@@ -15,9 +15,6 @@ import pytest
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from api.leaderboard import leaderboard
-from api.measurement import UNKNOWN, condition_groups, warnings_for
-from api.service import Service
 from configs.schema import Limits
 from dynascore.weights import Weights
 from evaluator.conditions import Conditions, collect, cpu_model_of, cpuset_size, read_cpu_model
@@ -31,6 +28,9 @@ from evaluator.transport.endpoint import Endpoint
 from store.blobs import LocalBlobStore
 from tests.conftest import V1_SERVER, make_config_dir, server_command
 from tests.unit.test_api import AXES_A, finished, make_service
+from usecases.boards.leaderboard import leaderboard
+from usecases.boards.measurement import UNKNOWN, condition_groups, warnings_for
+from usecases.service import Service
 
 X86 = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R)  Xeon(R) CPU @ 2.20GHz\n"
 ARM = "processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\n\nModel\t: Raspberry Pi 4\n"

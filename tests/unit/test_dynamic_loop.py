@@ -14,7 +14,6 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 
 from api.app import create_app
-from api.service import Service
 from configs.vocabulary.clock import ManualClock
 from store.accounts import Accounts
 from store.models import ScoreRow
@@ -24,6 +23,7 @@ from tests.unit.test_collection_api import FakePool
 from tests.unit.test_rounds_api import scored_now
 from tests.unit.test_task_catalog import small_config
 from tests.unit.test_worker import FakeModel, FakeRuntime, factory_of
+from usecases.service import Service
 from worker.worker import Worker
 
 ROUND = "c1"

@@ -18,13 +18,13 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 
 from api.app import create_app
-from api.service import Service
 from configs.vocabulary.clock import ManualClock
 from store.accounts import Accounts
 from store.backfill import BACKFILL_PRIORITY
 from store.models import CollectedExampleRow, CollectionRoundRow, JobRow
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import AXES_A, PROCESS, finished
+from usecases.service import Service
 
 TASK, ROUND = "sentiment", "r9"
 FREEZE = f"/api/v1/tasks/{TASK}/rounds/{ROUND}/freeze"

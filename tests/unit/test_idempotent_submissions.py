@@ -15,13 +15,13 @@ import requests
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from api.service import Service
 from client.sdk import DynaevalClient
 from store.accounts import Accounts
 from store.idempotency import DuplicateSubmission
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import assert_error, image_tar, stored_rows, upload
 from tests.unit.test_api_sdk import YES, Live, live  # noqa: F401, F811 - the live server fixture
+from usecases.service import Service
 
 KEY = "ci-3f2a9c1-run-17"
 REF = {"name": "m", "runtime": {"kind": "docker", "image": YES, "protocol": "v1"}}

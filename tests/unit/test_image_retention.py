@@ -15,7 +15,6 @@ import pytest
 from sqlalchemy import select
 
 from api.app import create_app
-from api.service import Service
 from client.cli import main
 from configs.settings import ImageRetention, load_settings
 from configs.vocabulary.clock import ManualClock
@@ -29,6 +28,7 @@ from tests.unit.test_api import AXES_A
 from tests.unit.test_rounds_api import ROUNDS, client, rows, upload
 from tests.unit.test_task_catalog import small_config
 from tests.unit.test_worker import FakeModel, factory_of
+from usecases.service import Service
 from worker.worker import Worker
 
 DAY = 24 * 3600

@@ -12,9 +12,9 @@ import pytest
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from api.leaderboard import leaderboard, prepare_board, viewer_weights
-from api.service import Service
 from configs.vocabulary.results import EvaluationResult
+from usecases.boards.leaderboard import leaderboard, prepare_board, viewer_weights
+from usecases.service import Service
 
 URL = "/api/v1/tasks/sentiment/leaderboard"
 SPEC = {"kind": "docker", "image": "registry.local/model:1", "protocol": "v1"}

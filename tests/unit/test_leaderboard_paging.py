@@ -10,9 +10,9 @@ import pytest
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from api.service import Service
 from client.sdk import DynaevalClient
 from tests.unit.test_leaderboard_api import URL, finished
+from usecases.service import Service
 
 AXES_OF = [  # seven models, two of them tied on every axis but performance intervals
     (60, 10, 4, 70, 80),

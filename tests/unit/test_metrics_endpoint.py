@@ -14,13 +14,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import update
 
 from api.app import create_app
-from api.service import Service
 from configs.vocabulary.clock import ManualClock
 from store.models import AttemptRow, JobRow
 from store.presence import WorkerPresence, presence_ages
 from store.stats import queue_stats
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import DOCKER
+from usecases.service import Service
 
 NOW = datetime(2026, 1, 1, 12, 0, 0)
 

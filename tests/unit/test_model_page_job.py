@@ -12,13 +12,13 @@ import pytest
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from api.service import Service
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.jobs import JobStatus, Settlement
 from configs.vocabulary.results import Failure
 from store.accounts import Accounts
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import AXES_A, PROCESS, finished
+from usecases.service import Service
 
 LOG = "Traceback: KeyError statement in model.py line 12"
 

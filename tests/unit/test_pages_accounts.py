@@ -16,11 +16,11 @@ from flask.testing import FlaskClient
 from api.app import create_app
 from api.auth import SESSION_COOKIE
 from api.ratelimit import TokenBuckets
-from api.service import Service
 from configs.vocabulary.clock import ManualClock
 from store.accounts import ROLE_SCOPES, SESSION, Accounts
 from store.views import Views
 from tests.unit.test_api import AXES_A, AXES_B, finished
+from usecases.service import Service
 
 OURS = {"Origin": "http://localhost"}
 PASSWORD = "correct horse"

@@ -19,13 +19,13 @@ from api.app import create_app
 from api.auth import SESSION_COOKIE
 from api.errors import ApiError
 from api.pages.visibility import readable_submission
-from api.service import Service
 from configs.vocabulary.clock import ManualClock
 from store.accounts import SESSION, Accounts
 from store.models import JobRow
 from store.principals import ANONYMOUS, ROLE_SCOPES
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import AXES_A, AXES_B, DOCKER, assert_error, finished
+from usecases.service import Service
 
 ROLES = ("anonymous", "alice", "bob", "carol", "admin", "alice_read", "alice_submit")
 SECRET_LOG = "Traceback: the model's own secret log line"

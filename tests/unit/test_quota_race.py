@@ -18,13 +18,13 @@ from flask import Flask
 from sqlalchemy import func, select
 
 from api.app import create_app
-from api.service import Service
 from configs.schema import QuotaSpec
 from store.db import Database
 from store.locks import named_lock, slot_of
 from store.models import ModelRow
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import DOCKER, image_tar
+from usecases.service import Service
 
 pytestmark = pytest.mark.slow  # measured, fuzzed or multi-process: the full lane only
 

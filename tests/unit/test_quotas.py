@@ -15,7 +15,6 @@ from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
 from api.app import create_app
-from api.service import Service
 from configs.schema import QuotaSpec
 from configs.vocabulary.clock import ManualClock
 from configs.vocabulary.failures import FailureCode
@@ -26,6 +25,7 @@ from store.models import ModelRow
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import DOCKER, assert_error
 from tests.unit.test_config import base_task, load_error, write_task
+from usecases.service import Service
 
 URL = "/api/v1/tasks/sentiment/submissions"
 QUOTA = "/api/v1/tasks/sentiment/quota"

@@ -10,12 +10,13 @@ import pytest
 from flask import Flask
 
 from api.app import create_app
-from api.ratelimit import RateLimits, TokenBuckets
-from api.service import Service
+from api.ratelimit import TokenBuckets
 from configs.vocabulary.clock import ManualClock
 from store.accounts import Accounts
+from store.ratelimits import RateLimits
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import assert_error
+from usecases.service import Service
 
 TOKENS = "/api/v1/tokens"
 LOGIN = "/api/v1/session"

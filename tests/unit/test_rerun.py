@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from api.service import Service
 from client.cli import main
 from configs.schema import QuotaSpec
 from configs.vocabulary.clock import ManualClock
@@ -22,6 +21,7 @@ from store.models import AttemptRow
 from store.quotas import charged_usage
 from tests.unit.test_api import DOCKER
 from tests.unit.test_submissions_manage import client_of, owned_by
+from usecases.service import Service
 
 
 @pytest.fixture

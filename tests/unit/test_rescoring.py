@@ -6,10 +6,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from api.leaderboard import leaderboard, viewer_weights
-from api.service import Service
 from configs.vocabulary.results import EvaluationResult
 from tests.conftest import make_config_dir
+from usecases.boards.leaderboard import leaderboard, viewer_weights
+from usecases.service import Service
 
 SPEC = {"kind": "url", "url": "http://127.0.0.1:9", "protocol": "v1"}
 

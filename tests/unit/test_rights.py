@@ -16,12 +16,12 @@ from flask.testing import FlaskClient
 
 from api.app import create_app
 from api.rights import AUTHENTICATED, PUBLIC, RIGHTS, Need
-from api.service import Service
 from configs.vocabulary.clock import ManualClock
 from store.accounts import Accounts
 from store.principals import ADMIN, RESEARCHER, ROLE_SCOPES, SCOPES
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import AXES_A, assert_error, finished
+from usecases.service import Service
 
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Writes that need no write scope: signing in and out changes no one's data.

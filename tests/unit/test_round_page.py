@@ -14,9 +14,9 @@ from flask.testing import FlaskClient
 
 from api.app import create_app
 from api.auth import SESSION_COOKIE
-from api.service import Service
 from store.accounts import ROLE_SCOPES, SESSION, Accounts
 from tests.unit.test_validation_api import ROUND, add_example, open_round
+from usecases.service import Service
 
 OURS = {"Origin": "http://localhost"}
 PAGE = f"/tasks/sentiment/rounds/{ROUND}"

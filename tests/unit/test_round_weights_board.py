@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from api.service import Service
 from configs.vocabulary.clock import ManualClock
 from configs.vocabulary.results import EvaluationResult, Score, ScoreKey
 from store.accounts import Accounts
 from tests.unit.test_api import assert_error
 from tests.unit.test_rounds_api import FAKE, ROUNDS, client, rows, upload
 from tests.unit.test_task_catalog import small_config
+from usecases.service import Service
 
 BOARD = "/api/v1/tasks/sentiment/leaderboard"
 # per round (r1, r2): A is strong on r1, B on r2; equal weights put A first (50 vs 45)

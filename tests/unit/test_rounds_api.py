@@ -16,7 +16,6 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 
 from api.app import create_app
-from api.service import Service
 from configs.paths import CONFIG_DIR
 from configs.vocabulary.clock import ManualClock
 from configs.vocabulary.results import EvaluationResult, Score, ScoreKey
@@ -27,6 +26,7 @@ from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import AXES_A, AXES_B, assert_error
 from tests.unit.test_task_catalog import small_config
 from tests.unit.test_worker import FakeModel, FakeRuntime, factory_of
+from usecases.service import Service
 from worker.worker import Worker
 
 ROUNDS = "/api/v1/tasks/sentiment/rounds"

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from api.service import Service
 from configs.vocabulary.clock import ManualClock
 from configs.vocabulary.jobs import BackfillScope
 from store.accounts import Accounts
@@ -24,6 +23,7 @@ from tests.unit.auth_helpers import issue_token
 from tests.unit.test_rounds_api import FAKE, ROUNDS, client, rows, upload
 from tests.unit.test_task_catalog import small_config
 from tests.unit.test_worker import FakeModel, FakeRuntime, factory_of
+from usecases.service import Service
 from worker.predictions import load_predictions
 from worker.worker import Worker
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from api.service import Service
 from configs.settings import SettingsError, load_settings
 from store.accounts import Accounts
 from store.db import Database
 from store.sealing import KEY_FILE, Sealer, SealError, is_sealed
 from store.webhooks import WebhookStore
+from usecases.service import Service
 
 
 def _mode(path: Path) -> int:

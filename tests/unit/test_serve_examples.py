@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from api.app import create_app
-from api.service import Service, example_catalog
 from client import examples
+from usecases.service import Service, example_catalog
 
 
 @pytest.fixture

@@ -15,15 +15,14 @@ from sqlalchemy import func, select
 
 from api import ratelimit
 from api.app import create_app
-from api.ratelimit import RateLimits
-from api.service import Service
 from configs.vocabulary.clock import ManualClock
 from store.db import Database
 from store.models import RateLimitBucketRow
-from store.ratelimits import SharedBuckets
+from store.ratelimits import RateLimits, SharedBuckets
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import assert_error
 from tests.unit.test_api_server import unplug
+from usecases.service import Service
 
 TOKENS = "/api/v1/tokens"
 LOGIN = "/api/v1/session"

@@ -17,7 +17,6 @@ from flask.testing import FlaskClient
 from sqlalchemy import event
 
 from api.app import create_app
-from api.service import Service
 from client.sdk import ApiClientError, DynaevalClient
 from configs.vocabulary.clock import ManualClock
 from configs.vocabulary.failures import FailureCode
@@ -44,6 +43,7 @@ from tests.unit.test_worker import (
     wait_for,
 )
 from tests.unit.test_worker import env as env  # noqa: F401  (the worker test environment)
+from usecases.service import Service
 
 
 @pytest.fixture

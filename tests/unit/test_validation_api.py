@@ -19,7 +19,6 @@ from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
 from api.app import create_app
-from api.service import Service
 from configs.vocabulary.clock import ManualClock
 from metrics.vmer import CollectedOutcome
 from store.accounts import Accounts
@@ -29,6 +28,7 @@ from store.validation import Validation, ValidationRefused
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import assert_error
 from tests.unit.test_vmer import OUTCOMES
+from usecases.service import Service
 
 ROUND = "r9"
 USERS = ("author", "val1", "val2", "owner", "outsider")

@@ -15,11 +15,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from api.app import create_app
-from api.service import Service
 from configs.vocabulary.clock import ManualClock
 from store.accounts import Accounts
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import AXES_A, AXES_B, assert_error, finished
+from usecases.service import Service
 
 # Model b wins when memory counts and performance does not.
 LEAN = {"name": "Lean & fast", "weights": {"performance": 0, "memory": 5}}

@@ -19,7 +19,6 @@ from werkzeug.serving import make_server
 
 import store.webhooks
 from api.app import create_app
-from api.service import Service
 from client.sdk import ApiClientError, DynaevalClient, verify_signature
 from configs.vocabulary.clock import ManualClock
 from store.accounts import Accounts
@@ -27,6 +26,7 @@ from store.webhooks import WebhookStore
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import AXES_A, assert_error, finished
 from tests.unit.test_webhooks_delivery import Receiver
+from usecases.service import Service
 from worker.webhooks import WebhookSender
 
 ROLES = ("anonymous", "alice", "bob", "admin", "alice_read", "alice_submit")

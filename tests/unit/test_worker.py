@@ -394,7 +394,7 @@ def test_progress_is_visible_in_the_store_while_running(env: Env) -> None:
 def test_end_to_end_real_example_model_scores_every_round(
     tmp_path: Path, real_tasks: dict[str, TaskSpec]
 ) -> None:
-    from api.service import example_runtime
+    from usecases.service import example_runtime
 
     db = Database(f"sqlite:///{tmp_path / 'e2e.sqlite3'}")
     store = JobStore(db)

@@ -433,7 +433,7 @@ def test_an_api_only_server_reaps_dead_workers_sandboxes(
 ) -> None:
     """A killed worker's sandbox waited for another worker to reap it; `serve --workers 0`
     (an API-only server) now runs the same lease-checked reaper."""
-    from api.service import Service
+    from usecases.service import Service
     from worker.sandboxes import SandboxReaper
 
     passes = threading.Event()

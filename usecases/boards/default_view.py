@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from api.service import Service
 from configs.schema import TaskSpec
 from store.views import Views
+from usecases.service import Service
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ def task_defaults(service: Service, task: TaskSpec) -> Defaults:
     if view is None:
         return Defaults(task, None, None)
     # Only the axis weights move into the spec: the round specs stay the configured ones,
-    # which is what the stored rows were rolled up with (api.pages.boards.reweighted).
+    # which is what the stored rows were rolled up with (usecases.boards.assemble.reweighted).
     return Defaults(replace(task, weights=dict(view["weights"])), _rounds(task, view), view)
 
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from api.ratelimit import RateLimits
 from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
 from configs.settings import load_settings
@@ -35,6 +34,7 @@ from store.blobs import BlobStore, default_blob_store
 from store.db import Database, default_data_dir, default_database_url, make_private_dir
 from store.jobs import JobStore
 from store.queries import Queries
+from store.ratelimits import RateLimits
 from store.sealing import Sealer
 from store.webhooks import WebhookStore
 from worker.sandboxes import REAP_EVERY_S, SandboxReaper

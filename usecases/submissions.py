@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO, cast
 from urllib.parse import urlsplit
 
-from api.service import Service
 from configs.schema import Limits, TaskSpec
 from evaluator.errors import EvaluationError
 from evaluator.runtimes.docker.references import (
@@ -33,6 +32,7 @@ from evaluator.runtimes.specs import (
 )
 from evaluator.transport.dialects import DEFAULT_DIALECT
 from store.blobs import BlobStore
+from usecases.service import Service
 
 INVALID = "invalid_submission"
 

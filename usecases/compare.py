@@ -17,58 +17,45 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from marshmallow import fields
 
-from api.errors import ApiError
-from api.schemas import OpenSchema
-from api.service import Service
 from configs.schema import TaskSpec
+from configs.vocabulary.refusals import Refused
 from configs.vocabulary.results import ScoreKey
 from evaluator.inputs.datasets import load_examples
 from evaluator.inputs.perturbed_sets import dataset_hash
 from evaluator.scoring.variants import bootstrap_seed
 from metrics.paired import PAIRED_METRICS, compare_replicates, paired_metric_replicates
+from usecases.service import Service
 from worker.predictions import load_predictions
 
 CONFIDENCE = 0.95
 
 
-class ComparisonSchema(OpenSchema):
-    candidate = fields.String()
-    baseline = fields.String()
-    task = fields.String()
-    metric = fields.String()
-    difference = fields.Float()
-    ci = fields.List(fields.Float())
-    significant_drop = fields.Boolean()
-    rounds = fields.List(fields.Dict())
-
-
 def compare(service: Service, candidate_id: str, baseline_id: str) -> dict[str, Any]:
-    """``candidate - baseline`` on the task metric with its paired 95 % interval; ApiError
-    404 for an unknown submission, 409 when the two cannot be compared (yet)."""
+    """``candidate - baseline`` on the task metric with its paired 95 % interval; refused
+    (not_found) for an unknown submission, (conflict) when the two cannot be compared yet."""
     found = {}
     for model_id in (candidate_id, baseline_id):
         submission = service.queries.submission(model_id)
         if submission is None:
-            raise ApiError(404, "unknown_submission", f"no submission {model_id!r}")
+            raise Refused("not_found", "unknown_submission", f"no submission {model_id!r}")
         found[model_id] = submission
     task_name = found[candidate_id]["task"]
     if found[baseline_id]["task"] != task_name:
-        raise ApiError(
-            409,
+        raise Refused(
+            "conflict",
             "not_comparable",
             f"{candidate_id} is on {task_name!r}, {baseline_id} on {found[baseline_id]['task']!r}",
         )
     task = service.tasks.get(task_name)
     if task is None or task.metric not in PAIRED_METRICS:
-        raise ApiError(409, "not_comparable", f"task {task_name!r} has no paired comparison")
+        raise Refused("conflict", "not_comparable", f"task {task_name!r} has no paired comparison")
     stored = {}
     for model_id in (candidate_id, baseline_id):
         predictions = load_predictions(service.blobs, model_id)
         if predictions is None:
-            raise ApiError(
-                409,
+            raise Refused(
+                "conflict",
                 "no_predictions",
                 f"submission {model_id} has no per-example predictions stored "
                 "(not finished yet, failed, or scored before predictions were kept)",
@@ -133,8 +120,8 @@ def _compare_sets(
         rounds.append({"round": spec.name, "n": n, **_shown(difference.to_dict())})
         combined.append((spec.weight, point_c, point_b, reps_c, reps_b))
     if not combined:
-        raise ApiError(
-            409,
+        raise Refused(
+            "conflict",
             "not_comparable",
             "the two submissions share no round scored on the task's current data",
         )

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from api.errors import ApiError
-from api.service import Service
 from configs.schema import TaskSpec
+from configs.vocabulary.refusals import Refused
 from store.accounts import Principal
 from store.locks import named_lock
 from store.quotas import Usage, charged_usage
+from usecases.service import Service
 
 
 @dataclass(frozen=True)
@@ -27,26 +27,26 @@ class QuotaState:
     resets_at: datetime  # the next midnight UTC, when the daily count starts again
     exempt: bool
 
-    def refusal(self) -> ApiError | None:
+    def refusal(self) -> Refused | None:
         """The 429 one more submission would get, naming the limit; None when allowed."""
         if self.exempt:
             return None
         spec, name = self.task.quotas, self.task.name
         if spec.total is not None and self.usage.total >= spec.total:
-            return ApiError(
-                429,
+            return Refused(
+                "too_many",
                 "quota_exceeded",
                 f"you have used all {spec.total} submissions allowed on task {name!r} "
                 "(failures the platform caused and cancelled submissions do not count)",
             )
         if spec.per_day is not None and self.usage.today >= spec.per_day:
             wait = math.ceil((self.resets_at - self.now).total_seconds())
-            return ApiError(
-                429,
+            return Refused(
+                "too_many",
                 "quota_exceeded",
                 f"you have used all {spec.per_day} submissions allowed per day on task "
                 f"{name!r}; the daily quota resets at {_utc(self.resets_at)}",
-                headers={"Retry-After": str(max(1, wait))},  # the total one never resets
+                retry_after_s=max(1, wait),  # the total one never resets
             )
         return None
 

@@ -12,8 +12,8 @@ import csv
 import io
 from typing import Any
 
-from api.service import Service
 from configs.vocabulary.results import POOLED
+from usecases.service import Service
 
 SCORE_COLUMNS = (
     "round",

@@ -16,11 +16,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from api.leaderboard import PreparedBoard, prepare_board
-from api.pages.boards import default_round_weights, reweighted
-from api.service import Service
 from configs.schema import TaskSpec
 from store.db import Database
+from usecases.boards.assemble import default_round_weights, reweighted
+from usecases.boards.leaderboard import PreparedBoard, prepare_board
+from usecases.service import Service
 
 CACHED_BOARDS = 32  # tasks x round-weight variants x instance memories kept at once
 

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from api.measurement import fingerprint, warnings_for
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
 from dynascore.dynascore import (
@@ -25,6 +24,7 @@ from dynascore.dynascore import (
 )
 from dynascore.stability import CONFIDENCE, WEIGHT_RANGE, flip_weights, tie_groups
 from dynascore.weights import Weights
+from usecases.boards.measurement import fingerprint, warnings_for
 
 
 def viewer_weights(task: TaskSpec, text: str | None) -> Weights:
@@ -77,7 +77,7 @@ class PreparedBoard:
     performance_ci: pd.DataFrame
     unranked: list[dict[str, Any]]
     rates: pd.Series = field(repr=False)
-    warnings: list[dict[str, Any]] = field(default_factory=list)  # see api.measurement
+    warnings: list[dict[str, Any]] = field(default_factory=list)  # see usecases.boards.measurement
 
     def render(
         self, weights: Weights, *, offset: int = 0, limit: int | None = None
@@ -235,7 +235,9 @@ def prepare_board(
             entry["not_scored_on"] = stale
         entry["image_gone"] = row.get("image_gone")  # why a new round stays unscored
         entry["throughput_mode"] = row.get("throughput_mode")  # how throughput was measured
-        entry["conditions"] = fingerprint(row)  # the measurement's group (api.measurement)
+        entry["conditions"] = fingerprint(
+            row
+        )  # the measurement's group (usecases.boards.measurement)
         entries.append(entry)
     return PreparedBoard(
         task=task,

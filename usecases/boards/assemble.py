@@ -1,4 +1,4 @@
-"""The leaderboard as the pages show it: the API's computation (``api.leaderboard``) on
+"""The leaderboard as the pages show it: the API's computation (``usecases.boards.leaderboard``) on
 rows re-weighted per round, plus the raw rows the page's script re-ranks in the browser.
 
 Round weights are a page option the JSON API does not take: with the task's own round
@@ -11,16 +11,15 @@ once per model.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from api.leaderboard import leaderboard, viewer_weights
-from api.measurement import fingerprint
-from api.pages.visibility import model_visible
-from api.service import Service
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
 from dynascore.weights import Weights
+from usecases.boards.leaderboard import leaderboard, viewer_weights
+from usecases.boards.measurement import fingerprint
+from usecases.service import Service
 
 ROUND_AXES = ("performance", "robustness", "fairness")
 TOLERANCE = 1e-4  # dynascore.amrs's default, used by the API
@@ -189,6 +188,8 @@ def page_data(
     weights: Weights,
     round_weights: Mapping[str, float],
     instance_memory_gib: float | None = None,
+    *,
+    may_open: Callable[[str], bool],
 ) -> dict[str, Any]:
     """What the page's script needs to re-rank exactly like the API: the raw rows in the
     API's input order, the task's defaults and the current weights (in a request: whether
@@ -222,7 +223,7 @@ def page_data(
                 ],
                 "not_scored_on": stale,
                 "image_gone": row.get("image_gone"),  # why new rounds stay unscored
-                "page": model_visible(row["model_id"]),  # may the viewer open its page?
+                "page": may_open(row["model_id"]),  # may the viewer open its page?
             }
         )
     return {
