@@ -43,11 +43,8 @@ from configs.vocabulary.idempotency import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY
 from configs.vocabulary.refusals import Refused
 from store.idempotency import DuplicateSubmission, KeyedSubmission, find_by_key
 from store.queries import CursorError
-from usecases.boards.assemble import requested_round_weights
-from usecases.boards.cache import prepared
-from usecases.boards.default_view import task_defaults
-from usecases.boards.leaderboard import viewer_weights
 from usecases.boards.public import model_results
+from usecases.boards.viewing import board_for_viewer
 from usecases.compare import compare
 from usecases.quotas import quota_admission, quota_state
 from usecases.submissions import (
@@ -134,16 +131,14 @@ def get_leaderboard(
     """Models ranked by Dynascore under the viewer's weights (axes not named keep the
     task's default view's weights, or the task's own when it has none), a page at a time:
     ``limit`` models from rank position ``offset`` (``total_models`` says how many)."""
-    defaults = task_defaults(service(), task_or_404(task_name))
-    task = defaults.task
+    task = task_or_404(task_name)
     try:
-        chosen = viewer_weights(task, weights)
         check_weights_syntax(weights)  # what the OpenAPI pattern says, exactly
-        round_weights = requested_round_weights(task, defaults.round_weights, rounds, weights)
+        return board_for_viewer(
+            service(), task, weights, rounds, instance_memory, offset=offset, limit=limit
+        )
     except ValueError as exc:
         raise ApiError(400, "bad_weights", str(exc)) from None
-    board = prepared(service(), task, round_weights, instance_memory)
-    return board.render(chosen, offset=offset, limit=limit)
 
 
 @blp.route("/tasks/<task_name>/submissions")

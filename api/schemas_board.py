@@ -14,7 +14,24 @@ class LeaderboardEntrySchema(OpenSchema):
     rank = fields.Integer(metadata={"description": "1 = best; equal Dynascores share a rank"})
     model_id = fields.String()
     name = fields.String()
-    dynascore = fields.Float()
+    dynascore = fields.Float(
+        metadata={"description": "Dynaboard's Dynascore, in points of performance (raw)"}
+    )
+    score = fields.Float(
+        metadata={
+            "description": "the readable scale, 0-100: 100 for the board's best Dynascore "
+            "under these weights, 0 for its worst, linear in between (100 for all when equal); "
+            "it changes only when the board's models or the weights do"
+        }
+    )
+    ranked_as = fields.Dict(
+        keys=fields.String(),
+        values=fields.Float(),
+        metadata={
+            "description": "throughput and memory as the ranking counts them: values within "
+            "the board's `resolution` of each other count as one (their group's median)"
+        },
+    )
     tie_group = fields.Integer(
         metadata={
             "description": "1, 2, ... from the top: the tie group (see `tie_groups`) this model "
@@ -125,6 +142,13 @@ class FlipWeightSchema(OpenSchema):
     delta = fields.Float(allow_none=True, metadata={"description": "weight minus current weight"})
 
 
+class ResolutionSchema(OpenSchema):
+    amount = fields.Float(metadata={"description": "the smallest difference that counts"})
+    relative = fields.Boolean(
+        metadata={"description": "true: `amount` is a fraction of the larger value"}
+    )
+
+
 class LeaderboardSchema(OpenSchema):
     task = fields.String()
     weights = fields.Dict(keys=fields.String(), values=fields.Float())
@@ -141,6 +165,15 @@ class LeaderboardSchema(OpenSchema):
         metadata={"description": "the ranked models from `offset`, best first, one page"},
     )
     unranked = fields.List(fields.Dict())
+    resolution = fields.Dict(
+        keys=fields.String(),
+        values=fields.Nested(ResolutionSchema),
+        metadata={
+            "description": "per axis, the measurement resolution: differences inside it earn "
+            "no points and set no exchange rate (throughput: the larger of 2 % and the median "
+            "spread of the models' profiling repeats; memory: 16 MiB; the computed axes: 0)"
+        },
+    )
     tie_confidence = fields.Float(metadata={"description": "0.95: the level of `tie_groups`"})
     tie_groups = fields.List(
         fields.Nested(TieGroupSchema),

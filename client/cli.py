@@ -261,8 +261,9 @@ def _submit(sub: Subparsers) -> None:
         action="append",
         metavar="[METRIC=]X",
         help="implies --wait; exit 1 when METRIC is below X: performance, robustness, "
-        "fairness, throughput or dynascore (default weights), e.g. performance=80 or "
-        "dynascore=0; a bare number is performance; repeat or separate with commas",
+        "fairness, throughput, dynascore (the board's 0-100 score under its default "
+        "weights) or rank (exit 1 when ranked worse than X), e.g. performance=80 or "
+        "rank=3; a bare number is performance; repeat or separate with commas",
     )
     submit.add_argument(
         "--compare-to",

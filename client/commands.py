@@ -362,20 +362,17 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         except ApiClientError as exc:
             raise CliError(str(exc)) from None
     else:
-        from usecases.boards.leaderboard import leaderboard, viewer_weights
+        from usecases.boards.viewing import board_for_viewer
 
         task = find_task(args.task)
-        try:
-            weights = viewer_weights(task, args.weights)
-        except ValueError as exc:
-            raise CliError(str(exc)) from None
         service = open_service()
         try:
-            rows = service.queries.leaderboard_rows(task.name)
-            hashes = service.dataset_hashes(task.name)
+            current = service.tasks.get(task.name) or task  # with its owner's changes
+            board = board_for_viewer(service, current, args.weights)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
         finally:
             service.close()
-        board = leaderboard(task, rows, weights, current_hashes=hashes)
     if args.json:
         render.emit_json(board)
     else:

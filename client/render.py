@@ -139,6 +139,7 @@ def leaderboard(board: dict[str, Any]) -> str:
             m["rank"],
             m["name"],
             m["model_id"][:8],
+            m.get("score"),
             m["dynascore"],
             m["performance"],
             m["throughput"],
@@ -149,7 +150,7 @@ def leaderboard(board: dict[str, Any]) -> str:
         for m in board["models"]
     ]
     text = f"{board['task']} leaderboard (weights {board['weights']})\n" + table(
-        ["rank", "model", "id", "dynascore", "perf", "ex/s", "GiB", "robust", "fair"], rows
+        ["rank", "model", "id", "score", "dynascore", "perf", "ex/s", "GiB", "robust", "fair"], rows
     )
     for entry in board["models"]:
         if entry.get("partial"):

@@ -36,19 +36,26 @@ EXIT_PASS, EXIT_BELOW, EXIT_FAILED, EXIT_USAGE = 0, 1, 2, 3
 LOCAL_POLL_S = 1.0
 REMOTE_POLL_S = 2.0
 IMAGE_REFUSALS = ("image_not_loadable", "image_too_large")
-# What --fail-under can gate on: higher is better for each (memory is not: it is refused).
-GATE_METRICS = ("performance", "robustness", "fairness", "throughput", "dynascore")
+# What --fail-under can gate on: higher is better for each (memory is not: it is refused),
+# but ``rank``, which passes at that rank or better. ``dynascore`` gates on the board's
+# readable 0-100 score (the raw Dynascore moves with every submission to the board).
+GATE_METRICS = ("performance", "robustness", "fairness", "throughput", "dynascore", "rank")
+BOARD_METRICS = ("dynascore", "rank")
 
 
 @dataclass(frozen=True)
 class Threshold:
-    """``metric=value``: the gate passes when the metric is at least ``value``."""
+    """``metric=value``: the gate passes when the metric is at least ``value`` (a rank:
+    at most ``value``, since rank 1 is the best)."""
 
     metric: str
     value: float
 
     def __str__(self) -> str:
         return f"{self.metric}={self.value:g}"
+
+    def passes(self, number: float) -> bool:
+        return number <= self.value if self.metric == "rank" else number >= self.value
 
 
 def parse_thresholds(text: str) -> list[Threshold]:
@@ -69,8 +76,20 @@ def parse_thresholds(text: str) -> list[Threshold]:
             value = math.nan
         if not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"{part!r}: the threshold must be a finite number")
+        _check_range(part, metric, value)
         found.append(Threshold(metric, value))
     return found
+
+
+def _check_range(part: str, metric: str, value: float) -> None:
+    """Refuse a threshold that cannot fail or cannot pass: a gate must mean something."""
+    if metric == "dynascore" and not 0 < value <= 100:
+        raise argparse.ArgumentTypeError(
+            f"{part!r}: dynascore gates on the board's 0-100 score (100: its best model, 0: "
+            "its worst), so give a number above 0 and at most 100; or gate on rank=N"
+        )
+    if metric == "rank" and (value < 1 or value != int(value)):
+        raise argparse.ArgumentTypeError(f"{part!r}: a rank is a whole number from 1 (the best)")
 
 
 class Refused(Exception):
@@ -160,8 +179,9 @@ class Backend:
     def fetch(self, model_id: str, *, missing_ok: bool = True) -> dict[str, Any]:
         raise NotImplementedError
 
-    def dynascore(self, found: dict[str, Any]) -> float | None:
-        """The model's Dynascore on its task's leaderboard with default weights."""
+    def board_entry(self, found: dict[str, Any]) -> dict[str, Any] | None:
+        """The model's entry (rank, score, Dynascore) on its task's leaderboard as the JSON
+        leaderboard gives it without weights (the default view's, else the task's)."""
         raise NotImplementedError
 
     def compare(self, model_id: str, other_id: str) -> dict[str, Any]:
@@ -214,13 +234,11 @@ class Local(Backend):
             raise CliError(f"no submission {model_id!r}")
         return found or {"id": model_id}
 
-    def dynascore(self, found: dict[str, Any]) -> float | None:
-        from usecases.boards.leaderboard import leaderboard, viewer_weights
+    def board_entry(self, found: dict[str, Any]) -> dict[str, Any] | None:
+        from usecases.boards.viewing import board_for_viewer
 
-        rows = self.service.queries.leaderboard_rows(self.task.name)
-        hashes = self.service.dataset_hashes(self.task.name)
-        board = leaderboard(self.task, rows, viewer_weights(self.task, None), current_hashes=hashes)
-        return _dynascore_of(board, found["id"])
+        task = self.service.tasks.get(self.task.name) or self.task
+        return _entry_of(board_for_viewer(self.service, task), found["id"])
 
     def compare(self, model_id: str, other_id: str) -> dict[str, Any]:
         from configs.vocabulary.refusals import Refused
@@ -304,18 +322,21 @@ class Remote(Backend):
         found: dict[str, Any] = self._call(lambda: self.client.api.submission(model_id))
         return found
 
-    def dynascore(self, found: dict[str, Any]) -> float | None:
+    def board_entry(self, found: dict[str, Any]) -> dict[str, Any] | None:
+        # the SDK reads every page: a model ranked past the first is found too
         board = self._call(lambda: self.client.leaderboard(found["task"]))
-        return _dynascore_of(board, found["id"])
+        return _entry_of(board, found["id"])
 
     def compare(self, model_id: str, other_id: str) -> dict[str, Any]:
         found: dict[str, Any] = self._call(lambda: self.client.api.compare(model_id, other_id))
         return found
 
 
-def _dynascore_of(board: dict[str, Any], model_id: str) -> float | None:
-    entry = next((m for m in board.get("models", []) if m.get("model_id") == model_id), None)
-    return None if entry is None else entry.get("dynascore")
+def _entry_of(board: dict[str, Any], model_id: str) -> dict[str, Any] | None:
+    found: dict[str, Any] | None = next(
+        (m for m in board.get("models", []) if m.get("model_id") == model_id), None
+    )
+    return found
 
 
 def _refusal(code: str, message: str) -> Refused | CliError:
@@ -340,8 +361,9 @@ def _verdict(
         )
         return EXIT_FAILED
     values = dict(found.get("results") or {})
-    if any(t.metric == "dynascore" for t in thresholds):
-        values["dynascore"] = backend.dynascore(found)
+    if any(t.metric in BOARD_METRICS for t in thresholds):
+        entry = backend.board_entry(found) or {}
+        values["dynascore"], values["rank"] = entry.get("score"), entry.get("rank")
     checks = [_check(t, values.get(t.metric)) for t in thresholds]
     comparison = backend.compare(found["id"], args.compare_to) if args.compare_to else None
     dropped = bool(comparison and comparison["significant_drop"])
@@ -351,7 +373,8 @@ def _verdict(
     for check in checks:
         if not check["passed"]:
             shown = "missing" if check["value"] is None else f"{check['value']:.2f}"
-            print(f"{check['metric']} {shown} is under {check['threshold']:g}", file=sys.stderr)
+            missed = "worse than" if check["metric"] == "rank" else "under"
+            print(f"{check['metric']} {shown} is {missed} {check['threshold']:g}", file=sys.stderr)
     if comparison is not None:
         print(render.comparison(comparison), file=sys.stderr if args.json else sys.stdout)
     return EXIT_PASS if passed else EXIT_BELOW
@@ -359,7 +382,7 @@ def _verdict(
 
 def _check(threshold: Threshold, value: Any) -> dict[str, Any]:
     number = float(value) if isinstance(value, int | float) else None
-    ok = number is not None and math.isfinite(number) and number >= threshold.value
+    ok = number is not None and math.isfinite(number) and threshold.passes(number)
     return {"metric": threshold.metric, "threshold": threshold.value, "value": number, "passed": ok}
 
 

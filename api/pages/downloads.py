@@ -126,6 +126,7 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
             "rank",
             "model_id",
             "name",
+            "score",
             "dynascore",
             *AXES,
             "performance_ci_low",
@@ -147,6 +148,7 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
             m["rank"],
             m["model_id"],
             m["name"],
+            m["score"] if board["dynascore_defined"] else None,
             m["dynascore"] if board["dynascore_defined"] else None,
             *(m.get(axis) for axis in AXES),
             *ci,
@@ -160,7 +162,7 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
         cells += [m.get("partial", False), " ".join(m.get("not_scored_on") or [])]
         cells += [m.get("throughput_mode"), m.get("conditions"), None]
         writer.writerow(["" if c is None else c for c in cells])
-    width = 4 + len(AXES) * 2 + 3 + len(rounds) * 3
+    width = 5 + len(AXES) * 2 + 3 + len(rounds) * 3  # rank .. units, then the rounds
     for u in board["unranked"]:
         blanks = [""] * (width - 3 + 4)  # the model's columns, then partial .. conditions
         writer.writerow(["", u["model_id"], u["name"], *blanks, u["reason"]])

@@ -109,12 +109,28 @@ def summarise(
     memory = profile.get("memory") or {}
     summary["throughput"] = throughput.get("examples_per_s")
     summary["throughput_mode"] = throughput.get("mode")  # offline, or single_stream
+    summary["throughput_spread"] = relative_range(throughput.get("examples_per_s_spread"))
     summary["memory"] = memory.get("avg_gib")
     summary["memory_peak"] = memory.get("peak_gib")
     summary["metric"] = task.metric
     summary["performance_ci"] = overall_interval(task, replicates) if replicates else None
     summary["conditions"] = measured_under(profile)
     return summary, rounds
+
+
+def relative_range(spread: Any) -> float | None:
+    """The repeats' range over their median (the board's throughput resolution reads it);
+    None without at least two repeats."""
+    if not isinstance(spread, Mapping):
+        return None
+    found = [spread.get(k) for k in ("min", "max", "median", "n")]
+    numbers = [float(v) for v in found if isinstance(v, int | float)]
+    if len(numbers) < len(found):
+        return None
+    low, high, median, n = numbers
+    if n < 2 or median <= 0:
+        return None
+    return (high - low) / median
 
 
 def measured_under(profile: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from dynascore.resolution import Resolution, coarsen
 from tests.browser.conftest import Live
 from tests.browser.seed import SECRET_LOG, TASK
 
@@ -103,8 +104,10 @@ def test_the_script_ranks_any_weights_like_the_api(browser: Any, live: Live) -> 
         order = browser.execute_script(
             "var d = JSON.parse(document.getElementById('board-data').textContent);"
             "var r = Dynascore.compute(d.models, arguments[0], "
-            "{instanceMemory: d.instance_memory_gib, tolerance: d.tolerance});"
-            "return r.models.map(function (e) { return [e.model.model_id, e.rank, e.dynascore]; });",
+            "{instanceMemory: d.instance_memory_gib, tolerance: d.tolerance, "
+            "resolution: d.resolution});"
+            "return r.models.map(function (e) {"
+            "  return [e.model.model_id, e.rank, e.dynascore, e.score]; });",
             weights,
         )
         board = api_board(live, text)
@@ -112,6 +115,23 @@ def test_the_script_ranks_any_weights_like_the_api(browser: Any, live: Live) -> 
         assert [o[1] for o in order] == [m["rank"] for m in board["models"]], text
         for mine, theirs in zip(order, board["models"], strict=True):
             assert mine[2] == pytest.approx(theirs["dynascore"], rel=1e-9, abs=1e-6)
+            assert mine[3] == pytest.approx(theirs["score"], abs=0.006)  # the API's 2 decimals
+
+
+def test_the_script_coarsens_like_the_server(browser: Any, live: Live) -> None:
+    """dynascore.js's port of the measurement resolution, on random values with ties,
+    near-ties and both kinds of resolution."""
+    open_board(browser, live)
+    rng = random.Random(11)
+    for _ in range(40):
+        values = [
+            round(rng.uniform(0, 10), rng.choice([0, 1, 3])) for _ in range(rng.randint(1, 30))
+        ]
+        resolution = Resolution(rng.choice([0.0, 0.05, 0.5, 2.0]), relative=rng.random() < 0.5)
+        mine = browser.execute_script(
+            "return Dynascore.coarsen(arguments[0], arguments[1]);", values, resolution.to_dict()
+        )
+        assert mine == coarsen(values, resolution).tolist(), (values, resolution)
 
 
 def test_round_weights_rerank_like_the_server(browser: Any, live: Live) -> None:
@@ -178,7 +198,7 @@ def test_the_table_sorts_and_marks_partial_and_unranked_models(browser: Any, liv
     open_board(browser, live)
     header = browser.find_element(_by("CSS_SELECTOR"), "#leaderboard button[data-sort=throughput]")
     header.click()
-    rows = browser.find_elements(_by("CSS_SELECTOR"), "#leaderboard tbody tr td:nth-child(5)")
+    rows = browser.find_elements(_by("CSS_SELECTOR"), "#leaderboard tbody tr td:nth-child(6)")
     values = [float(r.text.replace(",", "")) for r in rows]
     assert values == sorted(values, reverse=True)
     th = header.find_element(_by("XPATH"), "..")

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
+from typing import Any
 
 import pytest
 
 from client import cli
 from client.progress import ProgressBar, progress_wanted
 from client.sdk import dynabench_round_keys, metric_abbreviation
-from client.submit import EXIT_USAGE, Threshold, parse_thresholds
+from client.submit import EXIT_USAGE, Threshold, _verdict, parse_thresholds
 
 
 @pytest.mark.parametrize(
@@ -19,8 +21,8 @@ from client.submit import EXIT_USAGE, Threshold, parse_thresholds
     [
         ("80", [Threshold("performance", 80.0)]),
         ("performance=80", [Threshold("performance", 80.0)]),
-        ("dynascore=0", [Threshold("dynascore", 0.0)]),
-        ("dynascore=-2.5", [Threshold("dynascore", -2.5)]),
+        ("dynascore=50", [Threshold("dynascore", 50.0)]),
+        ("rank=3", [Threshold("rank", 3.0)]),
         (
             "performance=80, Robustness=70",
             [Threshold("performance", 80.0), Threshold("robustness", 70.0)],
@@ -31,10 +33,40 @@ def test_thresholds_parse(text: str, expected: list[Threshold]) -> None:
     assert parse_thresholds(text) == expected
 
 
-@pytest.mark.parametrize("text", ["memory=1", "bleu=3", "x", "performance=", "fairness=inf", ""])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "memory=1", "bleu=3", "x", "performance=", "fairness=inf", "",
+        # a gate that cannot fail (the board's worst scores 0) or cannot pass
+        "dynascore=0", "dynascore=-2.5", "dynascore=101", "rank=0", "rank=1.5",
+    ],
+)  # fmt: skip
 def test_bad_thresholds_are_refused(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         parse_thresholds(text)
+
+
+class _Board:
+    """A backend whose board ranks the model 3rd with a score of 40."""
+
+    def board_entry(self, found: dict[str, Any]) -> dict[str, Any]:
+        return {"model_id": found["id"], "rank": 3, "score": 40.0, "dynascore": 34350.28}
+
+
+@pytest.mark.parametrize(
+    ("gate", "code"),
+    [("rank=3", 0), ("rank=2", 1), ("dynascore=40", 0), ("dynascore=40.5", 1)],
+)
+def test_board_gates_read_the_rank_and_the_readable_score(
+    gate: str, code: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = argparse.Namespace(json=True, compare_to=None)
+    found = {"id": "m1", "task": "t", "job": {"status": "done"}, "results": {}}
+    assert _verdict(args, _Board(), found, parse_thresholds(gate)) == code  # type: ignore[arg-type]
+    shown = json.loads(capsys.readouterr().out)
+    metric = gate.partition("=")[0]
+    assert shown["gate"]["thresholds"][0]["value"] == (3.0 if metric == "rank" else 40.0)
+    assert shown["gate"]["thresholds"][0]["metric"] == metric
 
 
 def test_submit_usage_errors_exit_3(capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
 from dynascore.weights import Weights
-from usecases.boards.leaderboard import leaderboard, viewer_weights
+from usecases.boards.leaderboard import leaderboard, resolutions_of, viewer_weights
 from usecases.boards.measurement import fingerprint
 from usecases.service import Service
 
@@ -237,6 +237,7 @@ def page_data(
         "round_weights": dict(round_weights),
         "instance_memory_gib": instance_memory_gib or task.instance_memory_gib,
         "tolerance": TOLERANCE,
+        "resolution": {axis: value.to_dict() for axis, value in resolutions_of(rows).items()},
         "models": models,
     }
 

@@ -22,9 +22,29 @@ from dynascore.dynascore import (
     utilities,
     weighted_scores,
 )
+from dynascore.resolution import Resolution, board_resolutions, coarsen_utilities
 from dynascore.stability import CONFIDENCE, WEIGHT_RANGE, flip_weights, tie_groups
 from dynascore.weights import Weights
 from usecases.boards.measurement import fingerprint, warnings_for
+
+
+def resolutions_of(rows: list[dict[str, Any]]) -> dict[str, Resolution]:
+    """The board's measurement resolution per axis, from every row's throughput spread
+    (weight-independent, so the page's script is sent the same numbers)."""
+    return board_resolutions([_number_or_none(row.get("throughput_spread")) for row in rows])
+
+
+def board_scores(scores: np.ndarray) -> np.ndarray:
+    """The readable scale: 100 for the board's best Dynascore, 0 for its worst, linear in
+    between (100 for all when they are equal). It moves only when the board's models or the
+    weights change."""
+    if scores.size == 0:
+        return scores.copy()
+    low, high = float(scores.min()), float(scores.max())
+    if not high > low:
+        return np.full(scores.shape, 100.0)
+    result: np.ndarray = 100 * (scores - low) / (high - low)
+    return result
 
 
 def viewer_weights(task: TaskSpec, text: str | None) -> Weights:
@@ -77,6 +97,7 @@ class PreparedBoard:
     performance_ci: pd.DataFrame
     unranked: list[dict[str, Any]]
     rates: pd.Series = field(repr=False)
+    resolution: dict[str, Resolution] = field(default_factory=dict)
     warnings: list[dict[str, Any]] = field(default_factory=list)  # see usecases.boards.measurement
 
     def render(
@@ -103,6 +124,7 @@ class PreparedBoard:
             "weights": weights.to_dict(),
             "instance_memory_gib": self.instance_memory_gib,
             "amrs": dict(self.amrs),
+            "resolution": {axis: value.to_dict() for axis, value in self.resolution.items()},
             "total_models": total,
             "offset": start,
             "limit": limit,
@@ -127,6 +149,7 @@ class PreparedBoard:
             {
                 "position": order,
                 "dynascore": scores[order],
+                "score": board_scores(scores)[order],
                 "rank": ranks(scores)[order],
                 "performance": self.performance[order],
                 **columns,
@@ -146,15 +169,23 @@ class PreparedBoard:
         page = slice(start, stop)
         rank_of = ranking["rank"].to_numpy()[page].tolist()
         scores = [round(score, 6) for score in ranking["dynascore"].to_numpy()[page].tolist()]
+        readable = [round(score, 2) for score in ranking["score"].to_numpy()[page].tolist()]
         group_of = group_all[page].tolist()
         bounds = np.column_stack([stable["dynascore_low"], stable["dynascore_high"]])[page]
         intervals = np.round(bounds, 6).tolist()
         static = map(self.entries.__getitem__, ranking["position"].to_numpy()[page].tolist())
         known = stable["has_interval"].to_numpy()[page].tolist()
-        columns = zip(static, rank_of, scores, group_of, intervals, known, strict=True)
+        columns = zip(static, rank_of, scores, readable, group_of, intervals, known, strict=True)
         entries = [  # {**entry, ...} keeps the key order: the keys are already there
-            {**entry, "rank": r, "dynascore": d, "tie_group": g, "dynascore_ci": ci if k else None}
-            for entry, r, d, g, ci, k in columns
+            {
+                **entry,
+                "rank": r,
+                "dynascore": d,
+                "score": s,
+                "tie_group": g,
+                "dynascore_ci": ci if k else None,
+            }
+            for entry, r, d, s, g, ci, k in columns
         ]
         if not entries:  # a page past the end
             return entries, []
@@ -192,10 +223,15 @@ def prepare_board(
     if not complete:
         empty = pd.DataFrame(columns=list(AXES), dtype=float)
         return PreparedBoard(
-            task, memory, ids, np.zeros(0), empty, {}, [], empty, unranked, pd.Series(dtype=float)
-        )
-    units, rates = units_of(utilities(table, memory))  # checks: unique ids, finite axes
+            task, memory, ids, np.zeros(0), empty, {}, [], empty, unranked,
+            pd.Series(dtype=float), resolutions_of(rows),
+        )  # fmt: skip
+    resolution = resolutions_of(rows)
+    coarse = coarsen_utilities(utilities(table, memory), resolution)  # checks the table
+    units, rates = units_of(coarse)
     unit_rows = _nullable(units.to_numpy(dtype=float))
+    ranked_throughput = coarse["throughput"].tolist()
+    ranked_memory = (memory - coarse["memory"]).tolist()
     hashes = sorted(current_hashes.items()) if current_hashes is not None else []
     p, t, m, r, f = AXES
     entries = []
@@ -205,12 +241,15 @@ def prepare_board(
             "model_id": row["model_id"],
             "name": row["name"],
             "dynascore": None,
+            "score": None,
             p: row[p],
             t: row[t],
             m: row[m],
             r: row[r],
             f: row[f],
             "memory_peak": row.get("memory_peak"),
+            # the measured axes as the ranking counts them (within the board's resolution)
+            "ranked_as": {t: ranked_throughput[i], m: ranked_memory[i]},
             "units": dict(zip(AXES, unit_rows[i], strict=True)),
             "rounds": [
                 {
@@ -250,6 +289,7 @@ def prepare_board(
         performance_ci=_performance_ci(complete, ids),
         unranked=unranked,
         rates=rates,
+        resolution=resolution,
         warnings=warnings_for(complete),  # over every ranked model, whatever the page
     )
 
@@ -358,3 +398,7 @@ def _finite(value: Any) -> bool:
 
 def _clean(values: Mapping[str, Any]) -> dict[str, float | None]:
     return {k: (float(v) if _finite(v) else None) for k, v in values.items()}
+
+
+def _number_or_none(value: Any) -> float | None:
+    return float(value) if _finite(value) else None

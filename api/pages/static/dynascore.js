@@ -75,6 +75,37 @@
     return { rates: rates, pairs: pairs };
   }
 
+  // coarsen(): dynascore.resolution.coarsen. From the best value down, the values within
+  // one resolution of their group's first value take the group's median.
+  function median(values) {
+    var sorted = values.slice().sort(function (a, b) { return a - b; }), n = sorted.length;
+    return n % 2 ? sorted[(n - 1) / 2] : sorted[n / 2 - 1] / 2 + sorted[n / 2] / 2;
+  }
+
+  function coarsen(values, resolution) {
+    var amount = resolution ? Number(resolution.amount) : 0;
+    if (!(amount > 0) || values.length < 2) return values.slice();
+    var order = values.map(function (_, i) { return i; });
+    order.sort(function (a, b) { return values[b] - values[a] || a - b; });
+    var result = new Array(values.length), start = 0;
+    while (start < order.length) {
+      var anchor = values[order[start]];
+      var reach = resolution.relative ? amount * Math.abs(anchor) : amount;
+      var stop = start + 1;
+      while (stop < order.length && anchor - values[order[stop]] <= reach) stop += 1;
+      var members = order.slice(start, stop);
+      var value = median(members.map(function (i) { return values[i]; }));
+      members.forEach(function (i) { result[i] = value; });
+      start = stop;
+    }
+    return result;
+  }
+
+  // board score: 100 for the board's best Dynascore, 0 for its worst (all 100 when equal)
+  function boardScore(dynascore, low, high) {
+    return high > low ? 100 * (dynascore - low) / (high - low) : 100;
+  }
+
   // compute(): the ranked leaderboard of the complete models, plus what the page needs
   // to say whether the Dynascore is defined.
   function compute(models, weights, options) {
@@ -97,6 +128,11 @@
       AXES.forEach(function (a) { u[a] = Number(m[a]); });
       u.memory = memory - u.memory;
       return u;
+    });
+    var resolution = options.resolution || {};
+    AXES.forEach(function (a) {
+      var coarse = coarsen(utils.map(function (u) { return u[a]; }), resolution[a]);
+      utils.forEach(function (u, i) { u[a] = coarse[i]; });
     });
     var found = amrs(utils, tolerance), rates = found.rates;
     rates.performance = 1.0;
@@ -121,6 +157,9 @@
     scored.forEach(function (s, i) {
       s.rank = 1 + (isNaN(rounded[i]) ? 0 : greater.get(rounded[i]));
     });
+    var low = Infinity, high = -Infinity;
+    scored.forEach(function (s) { low = Math.min(low, s.dynascore); high = Math.max(high, s.dynascore); });
+    scored.forEach(function (s) { s.score = boardScore(s.dynascore, low, high); });
     scored.sort(function (a, b) {
       if (a.dynascore !== b.dynascore) return b.dynascore - a.dynascore;
       var pa = a.model.performance, pb = b.model.performance;
@@ -138,7 +177,7 @@
     return result;
   }
 
-  var api = { AXES: AXES, compute: compute, reweight: reweight, amrs: amrs, roundHalfEven: roundHalfEven, weightedMean: weightedMean };
+  var api = { AXES: AXES, compute: compute, reweight: reweight, amrs: amrs, coarsen: coarsen, boardScore: boardScore, roundHalfEven: roundHalfEven, weightedMean: weightedMean };
   if (typeof module !== "undefined" && module.exports) module.exports = api;
   else root.Dynascore = api;
 })(this);

@@ -11,7 +11,7 @@
   data.models.forEach(function (m, i) { colorOf[m.model_id] = Plots.color(i); });
   var base = location.pathname;
   // The server rendered every row; with JavaScript a long ranking shows a window of them.
-  var boardRows = Rows.create($("leaderboard").tBodies[0], 4 + AXES.length + data.rounds.length);
+  var boardRows = Rows.create($("leaderboard").tBodies[0], 5 + AXES.length + data.rounds.length);
   var unitRows = Rows.create($("units").tBodies[0], 1 + AXES.length);
 
   function $(id) { return document.getElementById(id); }
@@ -61,6 +61,7 @@
     if (key === "rank") return entry.rank;
     if (key === "name") return m.name.toLowerCase();
     if (key === "dynascore") return entry.dynascore;
+    if (key === "score") return entry.score;
     if (key.indexOf("round:") === 0) {
       var r = (m.rounds || []).filter(function (x) { return x.round === key.slice(6); })[0];
       return r && r.performance != null ? r.performance : -Infinity;
@@ -75,7 +76,7 @@
     var result = null;
     if (!noRounds && !noAxes) {
       var models = Dynascore.reweight(data.models, data.rounds, state.rounds, data.default_round_weights);
-      result = Dynascore.compute(models, state.weights, { instanceMemory: data.instance_memory_gib, tolerance: data.tolerance });
+      result = Dynascore.compute(models, state.weights, { instanceMemory: data.instance_memory_gib, tolerance: data.tolerance, resolution: data.resolution });
     }
     // Read where the tables are before the first write, so no read below forces a layout.
     var n = result ? result.models.length : 0;
@@ -170,7 +171,8 @@
     var m = e.model;
     var cells = ['<td class="n rank">' + e.rank + (tied ? '<span class="tie" title="tied">=</span>' : "") + "</td>"];
     cells.push('<th scope="row">' + modelLink(m) + "</th>");
-    cells.push('<td class="n score">' + (result.defined ? fmt(e.dynascore, 2) : '<span class="undef" title="undefined">—</span>') + "</td>");
+    cells.push('<td class="n score">' + (result.defined ? fmt(e.score, 1) : '<span class="undef" title="undefined">—</span>') + "</td>");
+    cells.push('<td class="n raw">' + (result.defined ? fmt(e.dynascore, 2) : "—") + "</td>");
     cells.push('<td class="n">' + fmt(m.performance, 1) + ci(m.performance_ci) + "</td>");
     cells.push('<td class="n">' + fmt(m.throughput, 0) + throughputMarks(m) + "</td>");
     cells.push('<td class="n" title="peak ' + fmt(m.memory_peak, 3) + ' GiB">' + fmt(m.memory, 3) + "</td>");
