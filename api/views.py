@@ -31,8 +31,8 @@ from dynascore.weights import Weights
 from evaluator.provenance import code_version
 from store.views import NewSnapshot, NewView, Views
 from usecases.boards import assemble as boards
+from usecases.boards.cache import prepared
 from usecases.boards.default_view import task_defaults
-from usecases.boards.leaderboard import leaderboard
 
 blp = Blueprint(
     "views", __name__, url_prefix="/api/v1", description="Saved leaderboard views and snapshots"
@@ -256,9 +256,7 @@ def frozen_leaderboard(
     task: TaskSpec, weights: Mapping[str, float], round_weights: Mapping[str, float]
 ) -> dict[str, Any]:
     """The leaderboard JSON the API gives now for these weights (as ``GET .../leaderboard``)."""
-    rows = boards.reweighted(service().queries.leaderboard_rows(task.name), round_weights, task)
-    hashes = service().dataset_hashes(task.name)
-    return leaderboard(task, rows, Weights(dict(weights)), current_hashes=hashes)
+    return prepared(service(), task, round_weights).render(Weights(dict(weights)))
 
 
 @blp.route("/tasks/<task_name>/snapshots", methods=["POST"])

@@ -315,6 +315,7 @@ def _leaderboard(sub: Subparsers) -> None:
     board = sub.add_parser("leaderboard", help="a task's leaderboard")
     board.add_argument("task")
     board.add_argument("--weights", help="e.g. performance:4,throughput:1,memory:0")
+    board.add_argument("--rounds", help="round weights, e.g. r1:1,r2:0.5 (others keep theirs)")
     board.add_argument("--server", help="API base URL (default: the local database)")
     board.add_argument("--json", action="store_true")
 

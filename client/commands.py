@@ -358,7 +358,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         from client.sdk import ApiClientError, DynaevalClient
 
         try:
-            board = DynaevalClient(args.server).leaderboard(args.task, args.weights)
+            board = DynaevalClient(args.server).leaderboard(
+                args.task, args.weights, rounds=args.rounds
+            )
         except ApiClientError as exc:
             raise CliError(str(exc)) from None
     else:
@@ -368,7 +370,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         service = open_service()
         try:
             current = service.tasks.get(task.name) or task  # with its owner's changes
-            board = board_for_viewer(service, current, args.weights)
+            board = board_for_viewer(service, current, args.weights, args.rounds)
         except ValueError as exc:
             raise CliError(str(exc)) from None
         finally:

@@ -190,11 +190,21 @@ class DynaevalClient:
         return self._call("POST", f"/submissions/{model_id}/rerun")
 
     def leaderboard(
-        self, task: str, weights: str | None = None, *, page_size: int = 1000
+        self,
+        task: str,
+        weights: str | None = None,
+        *,
+        rounds: str | None = None,
+        page_size: int = 1000,
     ) -> dict[str, Any]:
-        """The whole leaderboard, read a page at a time: every ranked model, the tie groups
+        """The whole leaderboard under ``weights`` (``"axis:n,..."``) and ``rounds``
+        (``"round:n,..."``), read a page at a time: every ranked model, the tie groups
         (each once) and the flip weights of every adjacent pair."""
-        params: dict[str, Any] = {"limit": page_size, **({"weights": weights} if weights else {})}
+        params: dict[str, Any] = {"limit": page_size}
+        if weights:
+            params["weights"] = weights
+        if rounds:
+            params["rounds"] = rounds
         board = self._call("GET", f"/tasks/{task}/leaderboard", params={**params, "offset": 0})
         groups = {group["group"]: dict(group) for group in board["tie_groups"]}
         while len(board["models"]) < board["total_models"]:
