@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from flask import Response
 from flask_smorest import Blueprint
 
 from api.auth import principal
@@ -34,6 +35,7 @@ from store.collection import (
     Settings,
     StoredExample,
 )
+from usecases.collection.freezing import export_lines
 from usecases.collection.writing import round_state, stop_round_models, write_example
 
 blp = Blueprint("collection", __name__, url_prefix="/api/v1", description="Collection")
@@ -96,6 +98,7 @@ def _example(example: StoredExample) -> dict[str, Any]:
         "inputs": example.inputs,
         "intended": example.intended,
         "explanation": example.explanation,
+        "slices": dict(example.slices),
         "model_id": example.model_id,
         "model_answer": example.model_answer,
         "fooled": example.fooled,
@@ -177,3 +180,31 @@ def list_examples(query: dict[str, Any], task_name: str, round_name: str) -> dic
     author = who.user_id if query["mine"] or not owner else None
     found = collection().examples(task.name, round_name, author, query["limit"])
     return {"examples": [_example(e) for e in found]}
+
+
+@blp.route(f"{_PATH}/examples/export", methods=["GET"])
+@blp.doc(
+    responses={
+        "200": {
+            "description": "one JSON object per line, oldest first: `uid`, the task's input "
+            "fields, `intended`, `slices` (as written, else `unspecified`) and `provenance` "
+            "(example_id, origin, author_id, model_id, model_answer, fooled, explanation, "
+            "verdict, written_at)",
+            "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+        }
+    }
+)
+@errors(401, 403, 404)
+def export_examples(task_name: str, round_name: str) -> Response:
+    """Every example of a collection round with its provenance, as JSONL (the task's owner
+    or an admin): the collected data to take elsewhere, whatever its verdict."""
+    task = owned_task(task_name)
+    _state_or_404(task, round_name)
+    rows = collection().every_example(task.name, round_name)
+    body = "".join(export_lines(task, rows))
+    filename = f"{task.name}-{round_name}-collected.jsonl"
+    return Response(
+        body,
+        mimetype="application/x-ndjson",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )

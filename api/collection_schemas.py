@@ -6,7 +6,7 @@ from __future__ import annotations
 from marshmallow import Schema, fields, validate
 
 from api.schemas import OpenSchema
-from usecases.collection.examples import MAX_EXPLANATION_CHARS
+from usecases.collection.examples import MAX_EXPLANATION_CHARS, MAX_SLICE_CHARS
 
 _ID = fields.String(validate=validate.Length(min=1, max=36))
 
@@ -57,6 +57,12 @@ class ExampleBodySchema(Schema):
     answer = fields.String(validate=validate.Length(max=100_000))
     answer_start = fields.Integer(validate=validate.Range(min=0))
     explanation = fields.String(validate=validate.Length(max=MAX_EXPLANATION_CHARS))
+    slices = fields.Dict(
+        keys=fields.String(validate=validate.Length(max=64)),
+        values=fields.String(validate=validate.Length(max=MAX_SLICE_CHARS)),
+        metadata={"description": "the task's slice columns (e.g. topic) for this example; a "
+                  "frozen set keeps them, and columns left out are `unspecified`"},
+    )  # fmt: skip
     model_id = _ID
 
 
@@ -80,6 +86,7 @@ class ExampleSchema(OpenSchema):
     inputs = fields.Dict()
     intended = fields.Dict()
     explanation = fields.String(allow_none=True)
+    slices = fields.Dict(keys=fields.String(), values=fields.String())
     model_id = fields.String(allow_none=True)
     model_answer = fields.Dict(allow_none=True)
     fooled = fields.Boolean(allow_none=True)

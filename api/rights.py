@@ -102,6 +102,7 @@ _TABLE: dict[tuple[str, str], Need] = {
     ("POST", f"{_ROUND}/collection/close"): WRITES,
     ("GET", f"{_ROUND}/examples"): OPEN,
     ("POST", f"{_ROUND}/examples"): WRITES,
+    ("GET", f"{_ROUND}/examples/export"): READS,
     ("GET", f"{_ROUND}/validation"): READS,
     ("GET", "/api/v1/examples/<example_id>/votes"): READS,
     ("POST", "/api/v1/examples/<example_id>/votes"): WRITES,

@@ -107,6 +107,7 @@ class Written:
     model_answer: Mapping[str, Any] | None
     fooled: bool | None
     answer_error: str | None = None
+    slices: Mapping[str, str] = field(default_factory=dict)  # slice column -> value
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,7 @@ class StoredExample:
     answer_error: str | None
     verdict: str | None
     created_at: datetime
+    slices: Mapping[str, str] = field(default_factory=dict)
 
 
 class Collection:
@@ -225,7 +227,7 @@ class Collection:
                     id=example_id, task=task, round=round_name, origin=HUMAN,
                     author_id=written.author_id, inputs=dict(written.inputs),
                     intended=dict(written.intended), explanation=written.explanation,
-                    model_id=written.model_id,
+                    slices=dict(written.slices) or None, model_id=written.model_id,
                     model_answer=None if written.model_answer is None else dict(written.model_answer),
                     fooled=written.fooled, answer_error=written.answer_error, fooled_models=None,
                     source_uid=None, verdict=None, settled_by=None, settled_at=None,
@@ -408,5 +410,5 @@ def _example(row: CollectedExampleRow) -> StoredExample:
     return StoredExample(
         row.id, row.author_id, row.origin, dict(row.inputs), dict(row.intended),
         row.explanation, row.model_id, row.model_answer, row.fooled, row.answer_error,
-        row.verdict, row.created_at,
+        row.verdict, row.created_at, dict(row.slices or {}),
     )  # fmt: skip

@@ -360,6 +360,7 @@ class CollectedExampleRow(Base):
         JSON
     )  # {"label": ...} or {"answer": ..., "answer_start": ...}
     explanation: Mapped[str | None] = mapped_column(Text)
+    slices: Mapped[dict | None] = mapped_column(JSON)  # slice column -> value, as written
     model_id: Mapped[str | None] = mapped_column(String(36))  # the model that answered
     model_answer: Mapped[dict | None] = mapped_column(JSON)
     fooled: Mapped[bool | None] = mapped_column(Boolean)  # None: unanswered

@@ -21,7 +21,7 @@ from api.pages.visibility import task_visible
 from configs.schema import TaskSpec
 from store.collection import CollectionRefused, RoundState
 from store.principals import SUBMIT
-from usecases.collection.examples import MAX_EXPLANATION_CHARS
+from usecases.collection.examples import MAX_EXPLANATION_CHARS, MAX_SLICE_CHARS
 from usecases.collection.writing import write_example
 
 collect_pages = Blueprint("collect_pages", __name__, template_folder="templates")
@@ -101,6 +101,9 @@ def _body(task: TaskSpec, form: dict[str, str]) -> dict[str, Any]:
         )
     if explanation:
         body["explanation"] = explanation
+    slices = {c: form.get(f"slice_{c}", "").strip() for c in task.slices}
+    if any(slices.values()):
+        body["slices"] = {c: v[:MAX_SLICE_CHARS] for c, v in slices.items() if v}
     if task.output_type == "answer":
         answer = form.get("answer", "")
         body["answer"] = answer

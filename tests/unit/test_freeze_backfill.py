@@ -164,3 +164,56 @@ def test_a_handful_of_validated_examples_is_too_few_to_freeze(world: World) -> N
     error = refused.get_json()["error"]
     assert error["code"] == "too_few_validated" and "at least 20" in error["message"]
     assert backfills(world) == []
+
+
+def _frozen_rows(world: World, sha256: str) -> list[dict]:
+    data = world.service.blobs.get_bytes(f"datasets/{sha256}.jsonl")
+    return [json.loads(line) for line in data.decode().splitlines()]
+
+
+def test_frozen_rows_keep_their_provenance_and_slices_as_written(world: World) -> None:
+    collect(world, ["correct", "correct"])
+    with world.service.db.session() as session, session.begin():
+        first = session.scalars(
+            select(CollectedExampleRow).order_by(CollectedExampleRow.created_at)
+        ).first()
+        assert first is not None
+        first.slices, first.explanation = {"topic": "movies"}, "negation trips it"
+    body = world.client("owner").post(FREEZE).get_json()
+    rows = _frozen_rows(world, body["dataset"]["sha256"])
+    assert [r["topic"] for r in rows] == ["movies", "unspecified"]  # as written, else said so
+    provenance = rows[0]["provenance"]
+    assert provenance["origin"] == "human" and provenance["author_id"] == world.users["writer"]
+    assert provenance["model_id"] == world.models[0]
+    assert provenance["model_answer"] == {"label": "negative"} and provenance["fooled"] is True
+    assert provenance["explanation"] == "negation trips it" and provenance["verdict"] == "correct"
+
+
+def test_a_writer_gives_slices_and_only_the_tasks_columns(world: World) -> None:
+    collect(world, [])
+    path = f"/api/v1/tasks/{TASK}/rounds/{ROUND}/examples"
+    base = {"inputs": {"statement": "not bad at all, really"}, "label": "positive"}
+    unknown = world.client("writer").post(path, json={**base, "slices": {"gender": "f"}})
+    assert (
+        unknown.status_code == 422
+        and "unknown column 'gender'" in unknown.get_json()["error"]["message"]
+    )
+    long = world.client("writer").post(path, json={**base, "slices": {"topic": "x" * 101}})
+    assert long.status_code == 422
+
+
+def test_the_owner_exports_every_example_with_its_provenance(world: World) -> None:
+    collect(world, ["correct", "incorrect", None])
+    path = f"/api/v1/tasks/{TASK}/rounds/{ROUND}/examples/export"
+    for who, code in ((None, 401), ("writer", 403)):
+        refused = world.client(who).get(path)
+        assert refused.status_code == code and refused.is_json
+    answer = world.client("owner").get(path)
+    assert answer.status_code == 200 and answer.mimetype == "application/x-ndjson"
+    assert "attachment" in answer.headers["Content-Disposition"]
+    rows = [json.loads(line) for line in answer.get_data(as_text=True).splitlines()]
+    assert [r["provenance"]["verdict"] for r in rows] == ["correct", "incorrect", None]
+    assert all(r["slices"] == {"topic": "unspecified"} for r in rows)
+    assert rows[0]["intended"] == {"label": "positive"} and "statement" in rows[0]
+    missing = world.client("owner").get(f"/api/v1/tasks/{TASK}/rounds/r404/examples/export")
+    assert missing.status_code == 404

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from configs.schema import TaskSpec
@@ -13,6 +13,7 @@ from evaluator.inputs.datasets import DatasetError, parse_lines
 from store.collection import CollectionRefused
 
 MAX_EXPLANATION_CHARS = 1000
+MAX_SLICE_CHARS = 100
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class CheckedExample:
 
     inputs: Mapping[str, str]
     intended: Mapping[str, Any]
+    slices: Mapping[str, str] = field(default_factory=dict)  # as the writer gave them
 
 
 def check_example(task: TaskSpec, body: Mapping[str, Any], max_chars: int) -> CheckedExample:
@@ -37,8 +39,28 @@ def check_example(task: TaskSpec, body: Mapping[str, Any], max_chars: int) -> Ch
         if len(inputs[name]) > max_chars:
             raise _invalid(f"inputs.{name}: at most {max_chars} characters")
     intended = _intended(task, body)
+    slices = _slices(task, body.get("slices"))
     _parse(task, inputs, intended)
-    return CheckedExample({n: inputs[n] for n in task.input_fields}, intended)
+    return CheckedExample({n: inputs[n] for n in task.input_fields}, intended, slices)
+
+
+def _slices(task: TaskSpec, given: Any) -> dict[str, str]:
+    """The task's slice columns the writer filled in (fairness slices of the frozen set);
+    a column the task does not have, or a value that is not short text, is refused."""
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise _invalid("slices: an object of slice column to value")
+    unknown = sorted(set(given) - set(task.slices))
+    if unknown:
+        raise _invalid(f"slices: unknown column {unknown[0]!r} (the task's: {list(task.slices)})")
+    found = {}
+    for column, value in given.items():
+        if not isinstance(value, str) or len(value) > MAX_SLICE_CHARS:
+            raise _invalid(f"slices.{column}: text of at most {MAX_SLICE_CHARS} characters")
+        if value.strip():
+            found[str(column)] = value.strip()
+    return found
 
 
 # What each output type's intended output is written with; the others' fields are refused,

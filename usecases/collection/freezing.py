@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,36 @@ def dropped_examples(rows: list[StoredExample]) -> dict[str, int]:
     return dropped
 
 
+def provenance(row: StoredExample) -> dict[str, Any]:
+    """Where a collected example came from: who wrote it (or ``machine``: the adversary),
+    which live model answered and how, the writer's explanation and the verdict."""
+    return {
+        "example_id": row.id,
+        "origin": row.origin,
+        "author_id": row.author_id,
+        "model_id": row.model_id,
+        "model_answer": None if row.model_answer is None else dict(row.model_answer),
+        "fooled": row.fooled,
+        "explanation": row.explanation,
+        "verdict": row.verdict,
+        "written_at": row.created_at.isoformat() + "Z",
+    }
+
+
+def export_lines(task: TaskSpec, rows: list[StoredExample]) -> Iterator[str]:
+    """Every example of a round as JSONL, oldest first: the task's fields, the intended
+    output, the slices as written and the provenance (what the owner takes elsewhere)."""
+    for row in rows:
+        record: dict[str, Any] = {
+            "uid": f"collected-{row.id}",
+            **row.inputs,
+            "intended": dict(row.intended),
+            "slices": {c: row.slices.get(c) or UNSPECIFIED_SLICE for c in task.slices},
+            "provenance": provenance(row),
+        }
+        yield json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n"
+
+
 def dataset_lines(task: TaskSpec, rows: list[StoredExample]) -> bytes:
     """The validated examples as the task's JSONL rows, in the order they were written."""
     lines = []
@@ -56,8 +87,9 @@ def dataset_lines(task: TaskSpec, rows: list[StoredExample]) -> bytes:
             record["answer_start"] = row.intended.get("answer_start")
         else:
             record[task.output_key] = row.intended["label"]
-        for column in task.slices:
-            record.setdefault(column, UNSPECIFIED_SLICE)
+        for column in task.slices:  # as the writer gave it, else said to be unknown
+            record.setdefault(column, row.slices.get(column) or UNSPECIFIED_SLICE)
+        record["provenance"] = provenance(row)  # the evaluator reads only the task's fields
         lines.append(json.dumps(record, ensure_ascii=False, sort_keys=True))
     return ("\n".join(lines) + "\n").encode()
 

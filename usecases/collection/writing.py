@@ -57,7 +57,7 @@ def write_example(
     explanation = (body.get("explanation") or "").strip() or None
     written = Written(
         author_id, checked.inputs, checked.intended, explanation,
-        None if chosen is None else chosen.id, answer, fooled, error,
+        None if chosen is None else chosen.id, answer, fooled, error, checked.slices,
     )  # fmt: skip
     example_id = Collection(svc.db, svc.clock).record(task.name, round_name, written)
     svc.live.stop_idle()  # writes are the pool's heartbeat: idle models stop here
