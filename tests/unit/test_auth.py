@@ -190,6 +190,8 @@ TABLE: list[tuple[str, str, Any, dict[str, int], int]] = [
     ("POST", "/api/v1/tasks/qa/rounds/r9/examples", {"inputs": {}}, {"anonymous": 401, "alice_read": 403}, 404),
     ("GET", "/api/v1/tasks/nli/rounds/r9/examples", None, {}, 404),
     ("GET", "/api/v1/tasks/qa/rounds/r9/examples", None, {}, 404),
+    ("GET", "/api/v1/tasks/nli/rounds/r9/examples/export", None, {"anonymous": 401, "carol": 404, "admin": 404}, 403),
+    ("GET", "/api/v1/tasks/qa/rounds/r9/examples/export", None, {"anonymous": 401, "alice_submit": 403}, 404),
     ("POST", "/api/v1/tasks/sentiment/rounds/r1/adversary", {}, {"anonymous": 401, "admin": 404}, 403),
     ("POST", "/api/v1/tasks/qa/rounds/r1/adversary", {}, {"anonymous": 401, "alice_read": 403}, 404),
     ("GET", "/api/v1/tasks/sentiment/rounds/r1/adversary", None, OK_ALL, 200),
