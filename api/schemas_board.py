@@ -47,6 +47,14 @@ class LeaderboardEntrySchema(OpenSchema):
             "(it is then grouped as a point)"
         },
     )
+    rank_interval = fields.List(
+        fields.Integer(),
+        metadata={
+            "description": "[best, worst]: the model's 95 % rank interval, every rank it could "
+            "take with each model's Dynascore anywhere in its `dynascore_ci` (a model without "
+            "one counts as exact); e.g. rank 3 with [2, 5]. Unlike tie groups it never chains"
+        },
+    )
     image_gone = fields.Nested(
         ImageGoneSchema,
         allow_none=True,

@@ -127,7 +127,7 @@ SNAPSHOT_JS = """
 return ['leaderboard', 'units', 'plots', 'unranked-section', 'notices', 'downloads']
   .map(function (id) {
     var copy = document.getElementById(id).cloneNode(true);
-    copy.querySelectorAll('.stat-tie').forEach(function (n) { n.remove(); });
+    copy.querySelectorAll('.rank-interval').forEach(function (n) { n.remove(); });
     copy.querySelectorAll('tr.spacer td').forEach(function (n) { n.removeAttribute('style'); });
     return copy.outerHTML;
   });

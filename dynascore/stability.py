@@ -138,6 +138,24 @@ def tie_groups(ranking: pd.DataFrame, performance_ci: pd.DataFrame) -> pd.DataFr
     )
 
 
+def rank_intervals(
+    low: Floats, high: Floats
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Each model's 95 % rank interval from the Dynascore intervals (``dynascore_low``,
+    ``dynascore_high``): the best rank is 1 plus the models whose interval lies wholly
+    above its own, the worst is the number of models less those wholly below it. So the
+    interval holds every rank the model could take with each Dynascore anywhere in its
+    interval; it is the model's own (it does not chain through neighbours, as tie groups
+    do) and contains its rank. O(n log n)."""
+    low, high = _floats(low), _floats(high)
+    n = low.size
+    above = n - np.searchsorted(np.sort(low), high, side="right")  # others' low > my high
+    below = np.searchsorted(np.sort(high), low, side="left")  # others' high < my low
+    best: npt.NDArray[np.int64] = (1 + above).astype(np.int64)
+    worst: npt.NDArray[np.int64] = (n - below).astype(np.int64)
+    return best, worst
+
+
 def flip_points(
     ranking: pd.DataFrame,
     weights: Mapping[str, float] | Weights | None = None,

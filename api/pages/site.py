@@ -174,8 +174,8 @@ def board_page(
     board = boards.board(service(), task, weights, round_weights)
     data = boards.page_data(service(), task, weights, round_weights, may_open=model_visible)
     query = _query(weights.to_dict(), round_weights, task)
-    data["ties"] = _ties(board)  # the API's 95 % tie groups, for these weights only
-    data["ties_for"] = "&".join(f"{k}={v}" for k, v in query.items())
+    data["rank_notes"] = rank_notes(board)  # the API's rank intervals, for these weights only
+    data["rank_notes_for"] = "&".join(f"{k}={v}" for k, v in query.items())
     data["condition_groups"] = boards.condition_marks(board)  # marks only on mixed boards
     busy = _busy_jobs()
     pending = {
@@ -241,36 +241,15 @@ def _shares(board: dict[str, Any], weights: dict[str, float]) -> dict[str, float
     return {a: w / total for a, w in kept.items()} if total else {}
 
 
-TIE_NAMES_SHOWN = 3  # beyond this the note counts: a long list is unreadable, and quadratic
-
-
-def _ties(board: dict[str, Any]) -> dict[str, str]:
-    """``model id -> "statistically tied (95 %) with a, b"`` from the leaderboard's
-    ``tie_groups`` when the API gives them (empty otherwise). In a big group each note names
-    the nearest few models by rank and counts the rest, so the notes grow linearly."""
-    names = {m["model_id"]: m["name"] for m in board.get("models") or []}
-    ties = {}
-    for group in board.get("tie_groups") or []:
-        members = [i for i in group.get("model_ids") or [] if i in names]
-        if len(members) < 2:
-            continue
-        for position, model_id in enumerate(members):
-            ties[model_id] = "statistically tied (95 %) with " + _tied_with(
-                [names[i] for i in _nearest(members, position)], len(members) - 1
-            )
-    return ties
-
-
-def _nearest(members: list[str], position: int) -> list[str]:
-    """The members nearest ``position`` by rank (not itself), at most TIE_NAMES_SHOWN."""
-    start = max(0, min(position - 1, len(members) - TIE_NAMES_SHOWN - 1))
-    window = members[start : start + TIE_NAMES_SHOWN + 1]
-    return [i for i in window if i != members[position]][:TIE_NAMES_SHOWN]
-
-
-def _tied_with(shown: list[str], others: int) -> str:
-    more = others - len(shown)
-    return ", ".join(shown) + (f" and {more} more in its group" if more > 0 else "")
+def rank_notes(board: dict[str, Any]) -> dict[str, str]:
+    """``model id -> "95 % rank interval 2–5"`` for the models whose rank is uncertain at
+    95 % (the API's ``rank_interval``); a model whose interval is its rank has no note."""
+    notes = {}
+    for model in board.get("models") or []:
+        best, worst = model.get("rank_interval") or (None, None)
+        if best is not None and worst is not None and best != worst:
+            notes[model["model_id"]] = f"95 % rank interval {best}–{worst}"
+    return notes
 
 
 def _huge(board: dict[str, Any]) -> bool:

@@ -366,21 +366,24 @@ def test_a_slider_reranks_at_once(browser: Any, live: Live, artifacts: Path) -> 
     assert_same_as_api(browser, live, url_weights(browser))
 
 
-def test_statistical_ties_are_shown_when_the_api_gives_them(browser: Any, live: Live) -> None:
+def test_rank_intervals_are_shown_when_the_api_gives_them(browser: Any, live: Live) -> None:
     from selenium.webdriver.common.keys import Keys
 
     open_board(browser, live)
     board = api_board(live, url_weights(browser))
-    groups = [g["model_ids"] for g in board.get("tie_groups") or [] if len(g["model_ids"]) > 1]
-    if not groups:
-        pytest.skip("this API gives no tie groups (or none with two models)")
-    for model_id in groups[0]:
+    uncertain = [m for m in board["models"] if m["rank_interval"][0] != m["rank_interval"][1]]
+    assert uncertain, "the seeded board has models whose intervals overlap"
+    for model in board["models"]:
         row = browser.find_element(
-            _by("CSS_SELECTOR"), f'#leaderboard tr[data-model-id="{model_id}"]'
+            _by("CSS_SELECTOR"), f'#leaderboard tr[data-model-id="{model["model_id"]}"]'
         )
-        assert "statistically tied (95 %)" in row.text
+        best, worst = model["rank_interval"]
+        assert best <= model["rank"] <= worst
+        note = f"95 % rank interval {best}–{worst}"
+        assert (note in row.text) is (best != worst), row.text
+    assert "tied" not in browser.find_element(_by("ID"), "leaderboard").text  # no chains
     browser.find_element(_by("ID"), "w_memory").send_keys(Keys.END)  # other weights: unknown
-    assert "statistically tied" not in browser.find_element(_by("ID"), "leaderboard").text
+    assert "rank interval" not in browser.find_element(_by("ID"), "leaderboard").text
 
 
 def test_a_board_with_models_only_queued_says_so(browser: Any, live: Live) -> None:

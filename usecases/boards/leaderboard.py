@@ -23,7 +23,13 @@ from dynascore.dynascore import (
     weighted_scores,
 )
 from dynascore.resolution import Resolution, board_resolutions, coarsen_utilities
-from dynascore.stability import CONFIDENCE, WEIGHT_RANGE, flip_weights, tie_groups
+from dynascore.stability import (
+    CONFIDENCE,
+    WEIGHT_RANGE,
+    flip_weights,
+    rank_intervals,
+    tie_groups,
+)
 from dynascore.weights import Weights
 from usecases.boards.measurement import fingerprint, warnings_for
 
@@ -175,7 +181,11 @@ class PreparedBoard:
         intervals = np.round(bounds, 6).tolist()
         static = map(self.entries.__getitem__, ranking["position"].to_numpy()[page].tolist())
         known = stable["has_interval"].to_numpy()[page].tolist()
-        columns = zip(static, rank_of, scores, readable, group_of, intervals, known, strict=True)
+        best, worst = rank_intervals(stable["dynascore_low"], stable["dynascore_high"])
+        rank_spans = np.column_stack([best, worst])[page].tolist()
+        columns = zip(
+            static, rank_of, scores, readable, group_of, intervals, known, rank_spans, strict=True
+        )
         entries = [  # {**entry, ...} keeps the key order: the keys are already there
             {
                 **entry,
@@ -184,8 +194,9 @@ class PreparedBoard:
                 "score": s,
                 "tie_group": g,
                 "dynascore_ci": ci if k else None,
+                "rank_interval": span,
             }
-            for entry, r, d, s, g, ci, k in columns
+            for entry, r, d, s, g, ci, k, span in columns
         ]
         if not entries:  # a page past the end
             return entries, []
@@ -262,6 +273,7 @@ def prepare_board(
             "performance_ci": row.get("performance_ci"),
             "tie_group": None,
             "dynascore_ci": None,
+            "rank_interval": None,
         }
         if current_hashes is not None:
             scored_on = row.get("dataset_hashes") or {}

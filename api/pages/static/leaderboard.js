@@ -183,10 +183,11 @@
       cells.push('<td class="n">' + (found ? fmt(found.performance, 1) + ci(found.performance_ci) : '<span class="missing">not scored</span>') + "</td>");
     });
     // The API's 95 % tie groups are known for the weights the server rendered only.
-    var tie = q === data.ties_for && data.ties && data.ties[m.model_id];
+    // The API's 95 % rank intervals are known for the weights the server rendered only.
+    var note = q === data.rank_notes_for && data.rank_notes && data.rank_notes[m.model_id];
     cells.push("<td>" + (m.not_scored_on.length ? '<span class="partial">partial: not scored on ' + esc(m.not_scored_on.join(", ")) + "</span>" : "complete") +
       (m.image_gone ? '<div class="partial" title="' + esc(m.image_gone.reason) + '">image gone: not run on new data</div>' : "") +
-      (tie ? '<div class="stat-tie">' + esc(tie) + "</div>" : "") + "</td>");
+      (note ? '<div class="rank-interval">' + esc(note) + "</div>" : "") + "</td>");
     return { id: m.model_id, attrs: [["data-rank", String(e.rank)], ["data-dynascore", String(e.dynascore)]], cells: cells };
   }
 
