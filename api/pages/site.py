@@ -242,13 +242,13 @@ def _shares(board: dict[str, Any], weights: dict[str, float]) -> dict[str, float
 
 
 def rank_notes(board: dict[str, Any]) -> dict[str, str]:
-    """``model id -> "95 % rank interval 2–5"`` for the models whose rank is uncertain at
-    95 % (the API's ``rank_interval``); a model whose interval is its rank has no note."""
+    """``model id -> "2–5"``, the 95 % rank interval, for the models whose rank is uncertain
+    (the API's ``rank_interval``); a model whose interval is its rank has no note."""
     notes = {}
     for model in board.get("models") or []:
         best, worst = model.get("rank_interval") or (None, None)
         if best is not None and worst is not None and best != worst:
-            notes[model["model_id"]] = f"95 % rank interval {best}–{worst}"
+            notes[model["model_id"]] = f"{best}–{worst}"
     return notes
 
 

@@ -215,9 +215,9 @@ def test_plots_have_one_point_per_model(browser: Any, live: Live) -> None:
     open_board(browser, live)
     ranked = [m["model_id"] for m in api_board(live, url_weights(browser))["models"]]
     for plot in ("plot-throughput", "plot-memory"):
-        points = browser.find_elements(_by("CSS_SELECTOR"), f"#{plot} circle.point")
+        points = browser.find_elements(_by("CSS_SELECTOR"), f"#{plot} .point")
         assert sorted(p.get_attribute("data-model-id") for p in points) == sorted(ranked)
-        assert browser.find_elements(_by("CSS_SELECTOR"), f"#{plot} circle.on-front")
+        assert browser.find_elements(_by("CSS_SELECTOR"), f"#{plot} .on-front")
     # the Pareto front on performance vs memory, computed here
     models = api_board(live, "")["models"]
     front = {
@@ -231,7 +231,7 @@ def test_plots_have_one_point_per_model(browser: Any, live: Live) -> None:
             for o in models
         )
     }
-    marked = browser.find_elements(_by("CSS_SELECTOR"), "#plot-memory circle.on-front")
+    marked = browser.find_elements(_by("CSS_SELECTOR"), "#plot-memory .on-front")
     assert {p.get_attribute("data-model-id") for p in marked} == front
     series = browser.find_elements(_by("CSS_SELECTOR"), "#plot-rounds g.series")
     assert sorted(s.get_attribute("data-model-id") for s in series) == sorted(ranked)
@@ -317,6 +317,64 @@ def test_model_page_shows_slices_provenance_and_failures_to_admins_only(
     assert SECRET_LOG not in browser.page_source
 
 
+def test_the_first_screen_at_1366_by_900(browser: Any, live: Live, artifacts: Path) -> None:
+    """What a viewer sees first on a laptop: the ranking starts above the fold with several
+    rows, and no note overflows its cell."""
+    browser.set_window_size(1366, 900)
+    try:
+        open_board(browser, live)
+        browser.save_screenshot(str(artifacts / "leaderboard-1366x900.png"))
+        viewport = int(browser.execute_script("return window.innerHeight"))
+        tops = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#leaderboard tbody tr'))"
+            ".map(function (r) { return r.getBoundingClientRect().bottom; });"
+        )
+        assert sum(1 for bottom in tops if bottom <= viewport) >= 4, tops
+        overflowing = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#leaderboard td, #leaderboard th'))"
+            ".filter(function (c) { return c.scrollWidth > c.clientWidth + 1; })"
+            ".map(function (c) { return c.textContent; });"
+        )
+        assert overflowing == []
+        wide = browser.execute_script("return document.documentElement.scrollWidth")
+        assert int(wide) <= 1366
+    finally:
+        browser.set_window_size(1440, 1000)
+
+
+def test_a_skip_link_and_an_announced_rerank(browser: Any, live: Live) -> None:
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    open_board(browser, live)
+    skip = browser.find_element(_by("CSS_SELECTOR"), "a.skip-link")
+    assert skip.get_attribute("href").endswith("#main")
+    announce = browser.find_element(_by("ID"), "announce")
+    assert announce.get_attribute("aria-live") == "polite" and announce.text == ""
+    browser.find_element(_by("ID"), "w_performance").send_keys(Keys.HOME)
+    WebDriverWait(browser, 5).until(lambda d: "Re-ranked" in announce.get_attribute("textContent"))
+    first = api_board(live, url_weights(browser))["models"][0]["name"]
+    assert f"1. {first}" in announce.get_attribute("textContent")
+
+
+def test_plot_marks_differ_by_shape_as_well_as_colour(browser: Any, live: Live) -> None:
+    open_board(browser, live)
+    marks = browser.find_elements(_by("CSS_SELECTOR"), "#plot-memory .point")
+    shapes = {m.get_attribute("d") for m in marks}
+    assert len(shapes) == min(len(marks), 5)
+    legend = browser.find_elements(_by("CSS_SELECTOR"), "#plot-memory .legend span svg path")
+    assert {m.get_attribute("d").split("a")[0] for m in legend}  # each entry draws its mark
+    assert len(legend) == len(marks)
+
+
+def test_tick_labels_never_repeat(browser: Any, live: Live) -> None:
+    open_board(browser, live)
+    for ticks in ([1.62, 1.625, 1.63, 1.635], [10500, 11000, 11500], [0.5, 1, 1.5], [0.01, 0.1, 1]):
+        shown = browser.execute_script("return Plots.tickLabels(arguments[0]);", ticks)
+        assert len(set(shown)) == len(ticks), (ticks, shown)
+    assert browser.execute_script("return Plots.tickLabels([0.5, 1, 1.5]);") == ["0.5", "1", "1.5"]
+
+
 def test_screenshot_of_the_leaderboard(browser: Any, live: Live, artifacts: Path) -> None:
     open_board(browser, live)
     browser.set_window_size(1440, _height(browser))
@@ -379,11 +437,11 @@ def test_rank_intervals_are_shown_when_the_api_gives_them(browser: Any, live: Li
         )
         best, worst = model["rank_interval"]
         assert best <= model["rank"] <= worst
-        note = f"95 % rank interval {best}–{worst}"
-        assert (note in row.text) is (best != worst), row.text
+        cell = row.find_element(_by("CSS_SELECTOR"), "td.rank")
+        assert (f"{best}–{worst}" in cell.text) is (best != worst), cell.text
     assert "tied" not in browser.find_element(_by("ID"), "leaderboard").text  # no chains
     browser.find_element(_by("ID"), "w_memory").send_keys(Keys.END)  # other weights: unknown
-    assert "rank interval" not in browser.find_element(_by("ID"), "leaderboard").text
+    assert not browser.find_elements(_by("CSS_SELECTOR"), "#leaderboard .rank-interval")
 
 
 def test_a_board_with_models_only_queued_says_so(browser: Any, live: Live) -> None:

@@ -56,4 +56,4 @@ def test_the_page_notes_uncertain_ranks_only() -> None:
             {"model_id": "c", "rank": 3, "rank_interval": None},
         ]
     }
-    assert rank_notes(board) == {"b": "95 % rank interval 2–5"}
+    assert rank_notes(board) == {"b": "2–5"}

@@ -7,8 +7,8 @@
   var AXES = data.axes;
   var LABELS = { performance: "Performance", throughput: "Throughput", memory: "Memory", robustness: "Robustness", fairness: "Fairness" };
   var state = { weights: Object.assign({}, data.weights), rounds: Object.assign({}, data.round_weights), sort: "rank", dir: 1 };
-  var colorOf = {};
-  data.models.forEach(function (m, i) { colorOf[m.model_id] = Plots.color(i); });
+  var styleOf = {};
+  data.models.forEach(function (m, i) { styleOf[m.model_id] = Plots.style(i); });
   var base = location.pathname;
   // The server rendered every row; with JavaScript a long ranking shows a window of them.
   var boardRows = Rows.create($("leaderboard").tBodies[0], 5 + AXES.length + data.rounds.length);
@@ -121,6 +121,20 @@
       else th.removeAttribute("aria-sort");
     });
     schedulePlots(result);
+    announce(result);
+  }
+
+  // Screen readers hear a re-rank (not the first draw): the top of the new order, once the
+  // moves settle.
+  var announced = null, announceTimer = null;
+  function announce(result) {
+    var top = result.models.slice(0, 3).map(function (e) { return e.rank + ". " + e.model.name; }).join(", ");
+    var words = "Re-ranked " + result.models.length + " models: " + top + ".";
+    if (announced === null) { announced = words; return; }
+    if (words === announced) return;
+    announced = words;
+    clearTimeout(announceTimer);
+    announceTimer = setTimeout(function () { $("announce").textContent = words; }, 400);
   }
 
   function unitRow(e, result) {
@@ -169,7 +183,10 @@
 
   function row(e, result, tied, q) {
     var m = e.model;
-    var cells = ['<td class="n rank">' + e.rank + (tied ? '<span class="tie" title="tied">=</span>' : "") + "</td>"];
+    // The API's 95 % rank intervals are known for the weights the server rendered only.
+    var note = q === data.rank_notes_for && data.rank_notes && data.rank_notes[m.model_id];
+    var cells = ['<td class="n rank">' + e.rank + (tied ? '<span class="tie" title="tied">=</span>' : "") +
+      (note ? '<div class="rank-interval" title="95 % rank interval"><span class="visually-hidden">95 % rank interval </span>' + esc(note) + "</div>" : "") + "</td>"];
     cells.push('<th scope="row">' + modelLink(m) + "</th>");
     cells.push('<td class="n score">' + (result.defined ? fmt(e.score, 1) : '<span class="undef" title="undefined">—</span>') + "</td>");
     cells.push('<td class="n raw">' + (result.defined ? fmt(e.dynascore, 2) : "—") + "</td>");
@@ -183,18 +200,17 @@
       cells.push('<td class="n">' + (found ? fmt(found.performance, 1) + ci(found.performance_ci) : '<span class="missing">not scored</span>') + "</td>");
     });
     // The API's 95 % tie groups are known for the weights the server rendered only.
-    // The API's 95 % rank intervals are known for the weights the server rendered only.
-    var note = q === data.rank_notes_for && data.rank_notes && data.rank_notes[m.model_id];
-    cells.push("<td>" + (m.not_scored_on.length ? '<span class="partial">partial: not scored on ' + esc(m.not_scored_on.join(", ")) + "</span>" : "complete") +
+    cells.push('<td class="status">' + (m.not_scored_on.length ? '<span class="partial">partial: not scored on ' + esc(m.not_scored_on.join(", ")) + "</span>" : "complete") +
       (m.image_gone ? '<div class="partial" title="' + esc(m.image_gone.reason) + '">image gone: not run on new data</div>' : "") +
-      (note ? '<div class="rank-interval">' + esc(note) + "</div>" : "") + "</td>");
+      "</td>");
     return { id: m.model_id, attrs: [["data-rank", String(e.rank)], ["data-dynascore", String(e.dynascore)]], cells: cells };
   }
 
   function drawPlots(result) {
     var points = function (x) {
       return result.models.map(function (e) {
-        return { id: e.model.model_id, name: e.model.name, x: e.model[x], y: e.model.performance, color: colorOf[e.model.model_id] };
+        var look = styleOf[e.model.model_id];
+        return { id: e.model.model_id, name: e.model.name, x: e.model[x], y: e.model.performance, color: look.color, shape: look.shape };
       });
     };
     Plots.scatter($("plot-throughput"), points("throughput"), { xLabel: "throughput (examples/s)", yLabel: "performance", xBetter: 1 });
@@ -204,10 +220,11 @@
       (e.model.rounds || []).forEach(function (r) {
         if (r.performance != null) values[r.round] = { y: r.performance, lo: r.performance_ci ? r.performance_ci[0] : null, hi: r.performance_ci ? r.performance_ci[1] : null };
       });
-      return { id: e.model.model_id, name: e.model.name, color: colorOf[e.model.model_id], values: values };
+      var look = styleOf[e.model.model_id];
+      return { id: e.model.model_id, name: e.model.name, color: look.color, shape: look.shape, values: values };
     });
     Plots.rounds($("plot-rounds"), series, data.rounds);
-    var items = result.models.map(function (e) { return { name: e.model.name, color: colorOf[e.model.model_id] }; });
+    var items = result.models.map(function (e) { var look = styleOf[e.model.model_id]; return { name: e.model.name, color: look.color, shape: look.shape }; });
     ["plot-throughput", "plot-memory", "plot-rounds"].forEach(function (id) { Plots.legend($(id), items); });
   }
 

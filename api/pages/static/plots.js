@@ -17,6 +17,24 @@
     return t;
   }
   function color(index) { return PALETTE[index % PALETTE.length]; }
+  // A model's mark differs by shape as well as colour, so neither the legend nor a plot
+  // relies on colour alone (50 models before a pair repeats both).
+  var SHAPES = ["circle", "square", "triangle", "diamond", "down"];
+  function style(index) {
+    return { color: color(index), shape: SHAPES[(index + Math.floor(index / PALETTE.length)) % SHAPES.length] };
+  }
+  function shapePath(shape, r) {
+    var k = r * 1.25;
+    if (shape === "square") return "M" + -r * 0.9 + "," + -r * 0.9 + "h" + r * 1.8 + "v" + r * 1.8 + "h" + -r * 1.8 + "z";
+    if (shape === "triangle") return "M0," + -k + "L" + k + "," + k * 0.8 + "L" + -k + "," + k * 0.8 + "z";
+    if (shape === "down") return "M0," + k + "L" + k + "," + -k * 0.8 + "L" + -k + "," + -k * 0.8 + "z";
+    if (shape === "diamond") return "M0," + -k + "L" + k + ",0L0," + k + "L" + -k + ",0z";
+    return "M" + -r + ",0a" + r + "," + r + " 0 1,0 " + 2 * r + ",0a" + r + "," + r + " 0 1,0 " + -2 * r + ",0";
+  }
+  // a mark at (x, y): moved later by its transform alone
+  function mark(parent, shape, x, y, r, attrs) {
+    return el("path", Object.assign({ d: shapePath(shape, r), transform: "translate(" + x + " " + y + ")" }, attrs), parent);
+  }
 
   function ticks(lo, hi, log) {
     if (log) {
@@ -29,6 +47,15 @@
     var result = [];
     for (var v = Math.ceil(lo / step) * step; v <= hi + 1e-9; v += step) result.push(+v.toFixed(10));
     return result;
+  }
+  // Tick labels as short as they can be while no two are alike (1.62 and 1.64 GiB are not
+  // both "1.6").
+  function labels(values) {
+    var shown = values.map(label);
+    for (var digits = 1; new Set(shown).size < shown.length && digits < 12; digits++) {
+      shown = values.map(function (v) { return String(+v.toFixed(digits)); });
+    }
+    return shown;
   }
   function label(v) {
     var a = Math.abs(v);
@@ -56,10 +83,11 @@
   }
 
   function yAxis(svg, lo, hi, sy, W) {
-    ticks(lo, hi, false).forEach(function (v) {
+    var values = ticks(lo, hi, false), shown = labels(values);
+    values.forEach(function (v, i) {
       var y = sy(v);
       el("line", { class: "grid", x1: M.left, x2: W - M.right, y1: y, y2: y }, svg);
-      text(svg, M.left - 6, y + 4, label(v), { "text-anchor": "end" });
+      text(svg, M.left - 6, y + 4, shown[i], { "text-anchor": "end" });
     });
   }
 
@@ -91,7 +119,7 @@
 
   function scatter(container, points, options) {
     var W = WIDTH;
-    var sig = signature(points, function (p) { return [p.x, p.y, p.color, p.name].join("\u0000"); });
+    var sig = signature(points, function (p) { return [p.x, p.y, p.color, p.shape, p.name].join("\u0000"); });
     var extra = [options.xLabel, options.yLabel, options.xBetter].join("\u0000");
     var state = scatterState.get(container);
     if (points.length && sig.size === points.length && sameSignature(state, container, sig, extra)) {
@@ -110,13 +138,15 @@
     var sx = function (v) { return M.left + (tx(v) - tx(xr[0])) / (tx(xr[1]) - tx(xr[0])) * (W - M.left - M.right); };
     var sy = function (v) { return H - M.bottom - (v - yr[0]) / (yr[1] - yr[0]) * (H - M.top - M.bottom); };
     yAxis(svg, yr[0], yr[1], sy, W);
-    ticks(xr[0], xr[1], log).forEach(function (v) {
-      if (v < xr[0] || v > xr[1]) return;
+    var xticks = ticks(xr[0], xr[1], log).filter(function (v) { return v >= xr[0] && v <= xr[1]; });
+    var xshown = labels(xticks);
+    xticks.forEach(function (v, i) {
       var x = sx(v);
       el("line", { class: "grid", x1: x, x2: x, y1: M.top, y2: H - M.bottom }, svg);
-      text(svg, x, H - M.bottom + 15, label(v), { "text-anchor": "middle" });
+      text(svg, x, H - M.bottom + 15, xshown[i], { "text-anchor": "middle" });
     });
-    if (log) text(svg, W - M.right, H - M.bottom - 4, "log scale", { "text-anchor": "end", class: "sub" });
+    // under the axis, beside its title: never over a point
+    if (log) text(svg, M.left, H - 8, "log scale", { "text-anchor": "start", class: "sub" });
     var front = pareto(points, options.xBetter);
     var path = front.slice().sort(function (a, b) { return a.x - b.x; })
       .map(function (p) { return sx(p.x).toFixed(1) + "," + sy(p.y).toFixed(1); }).join(" ");
@@ -124,10 +154,10 @@
     var marks = new Map(), onFront = new Set(front);
     points.forEach(function (p) {
       var on = onFront.has(p);
-      var c = el("circle", {
-        class: "point" + (on ? " on-front" : ""), "data-model-id": p.id, cx: sx(p.x), cy: sy(p.y), r: 6,
+      var c = mark(svg, p.shape || "circle", sx(p.x), sy(p.y), 6, {
+        class: "point" + (on ? " on-front" : ""), "data-model-id": p.id,
         fill: on ? p.color : "#fff", stroke: p.color, "stroke-width": 2.5
-      }, svg);
+      });
       el("title", {}, c).textContent = p.name + ": " + options.yLabel + " " + p.y.toFixed(1) + ", " + options.xLabel + " " + label(p.x) + (on ? " (Pareto front)" : "");
       marks.set(p.id, c);
     });
@@ -138,7 +168,7 @@
   function rounds(container, series, roundNames) {
     var W = Math.max(WIDTH, Math.min(1000, 140 * roundNames.length + 40 * series.length * roundNames.length));
     var sig = signature(series, function (s) {
-      return JSON.stringify([s.name, s.color, roundNames.map(function (r) { return s.values[r] || null; })]);
+      return JSON.stringify([s.name, s.color, s.shape, roundNames.map(function (r) { return s.values[r] || null; })]);
     });
     var extra = JSON.stringify(roundNames);
     var state = roundsState.get(container);
@@ -154,7 +184,7 @@
             m.lo.setAttribute("x1", x - 4); m.lo.setAttribute("x2", x + 4);
             m.hi.setAttribute("x1", x - 4); m.hi.setAttribute("x2", x + 4);
           }
-          m.circle.setAttribute("cx", x);
+          m.circle.setAttribute("transform", "translate(" + x + " " + m.y + ")");
         });
         state.svg.appendChild(state.groups.get(s.id));  // the series come last
       });
@@ -178,13 +208,13 @@
       roundNames.forEach(function (r, i) {
         var v = s.values[r];
         if (!v) return;
-        var x = M.left + band * (i + 0.5) + offset, m = { i: i };
+        var x = M.left + band * (i + 0.5) + offset, m = { i: i, y: sy(v.y) };
         if (v.lo != null && v.hi != null) {
           m.interval = el("line", { class: "interval", x1: x, x2: x, y1: sy(v.lo), y2: sy(v.hi), stroke: s.color, "stroke-width": 2 }, g);
           m.lo = el("line", { x1: x - 4, x2: x + 4, y1: sy(v.lo), y2: sy(v.lo), stroke: s.color, "stroke-width": 2 }, g);
           m.hi = el("line", { x1: x - 4, x2: x + 4, y1: sy(v.hi), y2: sy(v.hi), stroke: s.color, "stroke-width": 2 }, g);
         }
-        var c = m.circle = el("circle", { class: "point", "data-model-id": s.id, "data-round": r, cx: x, cy: sy(v.y), r: 5, fill: s.color }, g);
+        var c = m.circle = mark(g, s.shape || "circle", x, m.y, 5, { class: "point", "data-model-id": s.id, "data-round": r, fill: s.color });
         el("title", {}, c).textContent = s.name + ", " + r + ": " + v.y.toFixed(1) + (v.lo != null ? " (95 % interval " + v.lo.toFixed(1) + "–" + v.hi.toFixed(1) + ")" : "");
         kept.push(m);
       });
@@ -205,12 +235,13 @@
     div.className = "legend";
     items.forEach(function (it) {
       var span = document.createElement("span");
-      span.style.setProperty("--c", it.color);
-      span.textContent = it.name;
+      var svg = el("svg", { width: 12, height: 12, viewBox: "-6 -6 12 12", "aria-hidden": "true" }, span);
+      mark(svg, it.shape || "circle", 0, 0, 4.5, { fill: it.color });
+      span.appendChild(document.createTextNode(it.name));
       div.appendChild(span);
     });
     container.appendChild(div);
   }
 
-  root.Plots = { scatter: scatter, rounds: rounds, legend: legend, color: color, pareto: pareto };
+  root.Plots = { scatter: scatter, rounds: rounds, legend: legend, color: color, style: style, pareto: pareto, tickLabels: labels };
 })(this);
