@@ -27,7 +27,7 @@ from configs.vocabulary.scopes import MAX_TOKEN_DAYS
 from store.accounts import NAME as USER_NAME
 from store.accounts import SESSION, AccountError, IssuedToken, csrf_token
 from store.jobs import AlreadyQueued
-from store.principals import DEFAULT_TOKEN_SCOPES, ROLE_SCOPES, ROLES, SCOPES, Principal
+from store.rules.principals import DEFAULT_TOKEN_SCOPES, ROLE_SCOPES, ROLES, SCOPES, Principal
 from usecases.quotas import quota_state
 
 SESSION_HOURS = 12

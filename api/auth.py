@@ -19,7 +19,7 @@ from flask import Flask, current_app, g, request
 from api.errors import ApiError
 from api.rights import AUTHENTICATED, PUBLIC, Need, allows, need
 from store.accounts import SESSION, Accounts, AuthFailure, csrf_token
-from store.principals import ANONYMOUS, Principal
+from store.rules.principals import ANONYMOUS, Principal
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 SESSION_COOKIE = "dynaeval_session"

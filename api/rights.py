@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from store.principals import ADMIN, ADMIN_SCOPE, READ, SUBMIT, TOKENS
+from store.rules.principals import ADMIN, ADMIN_SCOPE, READ, SUBMIT, TOKENS
 
 PUBLIC, AUTHENTICATED = "public", "authenticated"
 LEVELS = (PUBLIC, AUTHENTICATED, READ, SUBMIT, TOKENS, ADMIN_SCOPE)

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from store.db import Database
 from store.models import ModelRow, TaskRow, TokenRow, UserRow
-from store.principals import (
+from store.rules.principals import (
     ROLE_SCOPES,
     ROLES,
     SCOPES,

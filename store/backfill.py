@@ -17,11 +17,12 @@ from typing import Any
 
 from sqlalchemy import select
 
-from configs.vocabulary.jobs import BackfillScope, JobStatus
+from configs.vocabulary.jobs import JobStatus
 from configs.vocabulary.results import SCORE_NUMBERS, Score, ScoreKey
 from store.db import Database
 from store.jobs import JobStore
 from store.models import SCORE_KEY_COLUMNS, JobRow, ModelRow, ResultRow, ScoreRow
+from store.rules.backfill import stale_sets
 
 BACKFILL_PRIORITY = -10  # claimed after every new submission (priority 0)
 BACKFILL_STAGE = "queued: backfill on new task data"
@@ -83,16 +84,6 @@ def newest_result(db: Database, model_id: str) -> CarriedResult | None:
             profile=dict(result.profile or {}),
             provenance=dict(result.provenance or {}),
         )
-
-
-def stale_sets(scored_on: Mapping[str, str], current: Mapping[str, str]) -> BackfillScope:
-    """The current ``round/dataset`` versions a model's newest result was not computed on."""
-    stale = []
-    for name, digest in sorted(current.items()):
-        if scored_on.get(name) != digest:
-            round_name, dataset = name.split("/", 1)
-            stale.append((round_name, dataset, digest))
-    return BackfillScope(tuple(stale))
 
 
 def queue_backfills(

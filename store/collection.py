@@ -25,6 +25,7 @@ from configs.vocabulary.refusals import Refused
 from store.db import Database
 from store.locks import named_lock
 from store.models import CollectedExampleRow, CollectionRoundRow, ModelRow, ResultRow
+from store.rules.loop_models import LoopModel, choose_model
 
 OPEN, CLOSED, FROZEN = "open", "closed", "frozen"
 HUMAN = "human"
@@ -32,7 +33,6 @@ NO_HEALTHY_MODEL = (
     "no in-the-loop model of this round is answering; each is restarted on its own within a "
     "minute of its failure"
 )
-RESTART_AFTER_S = 60.0  # a model that stopped answering is tried again (started anew) after
 
 
 @dataclass(frozen=True)
@@ -59,24 +59,6 @@ class Settings:
 
 class CollectionRefused(Refused):
     """A collection change refused (see configs.vocabulary.refusals)."""
-
-
-@dataclass(frozen=True)
-class LoopModel:
-    """An in-the-loop model: its name and, when it stopped answering, why."""
-
-    id: str
-    name: str
-    runtime: Mapping[str, Any]
-    image_id: str | None
-    unhealthy: str | None = None
-    unhealthy_since: datetime | None = None  # None with a reason: marked before times were kept
-
-    def due_for_restart(self, now: datetime) -> bool:
-        """Healthy, or marked long enough ago to be started anew and asked again."""
-        if self.unhealthy is None or self.unhealthy_since is None:
-            return True
-        return (now - self.unhealthy_since).total_seconds() >= RESTART_AFTER_S
 
 
 @dataclass(frozen=True)
@@ -185,24 +167,12 @@ class Collection:
     def pick(self, state: RoundState, wanted: str | None) -> LoopModel | None:
         """The model to answer the next write (see the module's docstring); None when no
         model is healthy or due for a restart. A wanted model outside the loop is a 422."""
-        now = self.clock.now()
-        if wanted is not None:
-            chosen = next((m for m in state.models if m.id == wanted), None)
-            if chosen is None:
-                raise CollectionRefused(
-                    "invalid",
-                    "invalid_example",
-                    f"model_id: {wanted!r} is not in this round's loop",
-                )
-            if chosen.due_for_restart(now):
-                return chosen
-        # a model that stopped answering is tried again after RESTART_AFTER_S: the live pool
-        # starts it anew, so one crash never blocks the round until its owner reopens it
-        healthy = [m for m in state.models if m.due_for_restart(now)]
-        if not healthy:
-            return None
-        used = self._answered(state.task, state.round)
-        return min(healthy, key=lambda m: used.get(m.id, 0))
+        if wanted is not None and all(m.id != wanted for m in state.models):
+            raise CollectionRefused(
+                "invalid", "invalid_example", f"model_id: {wanted!r} is not in this round's loop"
+            )
+        answered = self._answered(state.task, state.round)
+        return choose_model(state.models, wanted, self.clock.now(), answered)
 
     def record(self, task: str, round_name: str, written: Written) -> str:
         """Store ``written`` (and mark its model unhealthy when it failed) in one

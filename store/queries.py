@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import ColumnElement, and_, func, or_, select, true
 from sqlalchemy.orm import Session
 
 from configs.vocabulary.jobs import JobStatus
@@ -26,7 +26,7 @@ from store.models import (
     ScoreRow,
     TaskRow,
 )
-from store.principals import Principal, visible_models
+from store.rules.principals import READ, Principal
 
 
 class CursorError(ValueError):
@@ -416,3 +416,12 @@ def _score_dict(row: ScoreRow) -> dict[str, Any]:
     """A stored score as the API shows it: its key (the task is implied) and its numbers."""
     fields = [name for name in SCORE_KEY_COLUMNS if name != "task"]
     return {field: getattr(row, field) for field in [*fields, *SCORE_NUMBERS]}
+
+
+def visible_models(viewer: Principal) -> ColumnElement[bool]:
+    """The SQL condition for the submissions ``viewer`` may see (``Principal.may_see_model``)."""
+    if viewer.is_admin:
+        return true()
+    if viewer.user_id is None or READ not in viewer.scopes:
+        return ModelRow.id.is_(None)  # nothing
+    return or_(ModelRow.owner_id == viewer.user_id, ModelRow.task.in_(viewer.owned_tasks))

@@ -7,15 +7,10 @@ from datetime import datetime
 
 from sqlalchemy import and_, case, distinct, func, or_, select
 
-from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.jobs import JobStatus
 from store.db import Database
 from store.models import JobRow, ModelRow
-
-# A failure counts only when the submission caused it: platform faults, lost workers and
-# cancels are nobody's spending (the platform retries the first two).
-_USER_CAUSED = tuple(code.value for code in FailureCode if code.user_caused)
-_LIVE_OR_DONE = (JobStatus.QUEUED.value, JobStatus.RUNNING.value, JobStatus.DONE.value)
+from store.rules.quotas import CHARGED_STATUSES, USER_CAUSED_FAILURES
 
 
 @dataclass(frozen=True)
@@ -28,10 +23,13 @@ class Usage:
 
 def charged_usage(db: Database, user_id: str, task: str, day_start: datetime) -> Usage:
     """Submissions (models) of ``user_id`` to ``task`` with at least one job that is
-    queued, running, done, or failed through the submission's own fault."""
+    queued, running, done, or failed through the submission's own fault (the SQL of
+    ``store.rules.quotas.is_charged``)."""
     charged = or_(
-        JobRow.status.in_(_LIVE_OR_DONE),
-        and_(JobRow.status == JobStatus.FAILED.value, JobRow.failure_code.in_(_USER_CAUSED)),
+        JobRow.status.in_(CHARGED_STATUSES),
+        and_(
+            JobRow.status == JobStatus.FAILED.value, JobRow.failure_code.in_(USER_CAUSED_FAILURES)
+        ),
     )
     today = case((ModelRow.created_at >= day_start, ModelRow.id))
     query = (

@@ -12,7 +12,7 @@ it keeps its scores and its place on the board.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy import func, select, update
 
@@ -21,8 +21,7 @@ from configs.vocabulary.jobs import JobStatus
 from store.blobs import BlobStore
 from store.db import Database
 from store.models import JobRow, ModelRow, ResultRow
-
-GONE_BY_RETENTION = "removed under the image retention policy ({days:g} days {what})"
+from store.rules.retention import removal_reason
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ def due_for_removal(db: Database, policy: ImageRetention, now: datetime) -> list
         blob = (model.runtime or {}).get("blob")
         if not blob or model.id in busy:
             continue
-        reason = _reason(policy, scored_at.get(model.id), ended_at.get(model.id), now)
+        reason = removal_reason(policy, scored_at.get(model.id), ended_at.get(model.id), now)
         if reason is not None:
             due.append(Pruned(model.id, model.name, str(blob), reason))
     return due
@@ -98,20 +97,6 @@ def prune_images(
             raise
         removed.append(item)
     return removed
-
-
-def _reason(
-    policy: ImageRetention, scored: datetime | None, ended: datetime | None, now: datetime
-) -> str | None:
-    if scored is not None:
-        days = policy.scored_days
-        if days is None or now - scored < timedelta(days=days):
-            return None
-        return GONE_BY_RETENTION.format(days=days, what="after its newest score")
-    days = policy.unscored_days
-    if days is None or ended is None or now - ended < timedelta(days=days):
-        return None
-    return GONE_BY_RETENTION.format(days=days, what="after its job ended without a score")
 
 
 def _unmark(db: Database, model_id: str) -> None:

@@ -11,7 +11,8 @@ from configs.schema import TaskSpec
 from configs.vocabulary.refusals import Refused
 from evaluator.adversary import AttackSpec
 from store.adversary import AttackRefused, AttackRun, AttackRuns
-from store.collection import Collection, LoopModel
+from store.collection import Collection
+from store.rules.loop_models import LoopModel
 from usecases.collection.examples import check_example
 from usecases.service import Service
 

@@ -20,7 +20,7 @@ from api.errors import STATUS, ApiError
 from api.pages.visibility import task_visible
 from configs.schema import TaskSpec
 from store.collection import CollectionRefused, RoundState
-from store.principals import SUBMIT
+from store.rules.principals import SUBMIT
 from usecases.collection.examples import MAX_EXPLANATION_CHARS, MAX_SLICE_CHARS
 from usecases.collection.writing import write_example
 

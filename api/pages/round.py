@@ -18,7 +18,7 @@ from api.errors import ApiError
 from api.pages.visibility import task_visible
 from api.validation import cast_vote, queued_json, validation
 from metrics.vmer import VERDICTS
-from store.principals import READ, SUBMIT
+from store.rules.principals import READ, SUBMIT
 from store.validation import CollectionRound
 from usecases.collection.validation import vmer_of
 

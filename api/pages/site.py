@@ -40,7 +40,7 @@ from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
 from configs.vocabulary.jobs import JobStatus
 from dynascore.weights import Weights
-from store.principals import ModelAccess
+from store.rules.principals import ModelAccess
 from usecases.boards import assemble as boards
 from usecases.boards import public
 from usecases.boards.default_view import task_defaults

@@ -41,7 +41,7 @@ from store.accounts import Accounts
 from store.db import Database
 from store.jobs import JobStore
 from store.models import JobRow
-from store.principals import RESEARCHER
+from store.rules.principals import RESEARCHER
 from tests.chaos.harness import (
     MAX_UNEXPECTED_EXITS,
     STOP_WAIT_S,

@@ -22,7 +22,7 @@ from api.pages.visibility import readable_submission
 from configs.vocabulary.clock import ManualClock
 from store.accounts import SESSION, Accounts
 from store.models import JobRow
-from store.principals import ANONYMOUS, ROLE_SCOPES
+from store.rules.principals import ANONYMOUS, ROLE_SCOPES
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import AXES_A, AXES_B, DOCKER, assert_error, finished
 from usecases.service import Service

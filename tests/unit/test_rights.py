@@ -18,7 +18,7 @@ from api.app import create_app
 from api.rights import AUTHENTICATED, PUBLIC, RIGHTS, Need
 from configs.vocabulary.clock import ManualClock
 from store.accounts import Accounts
-from store.principals import ADMIN, RESEARCHER, ROLE_SCOPES, SCOPES
+from store.rules.principals import ADMIN, RESEARCHER, ROLE_SCOPES, SCOPES
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import AXES_A, assert_error, finished
 from usecases.service import Service

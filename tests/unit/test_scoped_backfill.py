@@ -17,8 +17,9 @@ from sqlalchemy import select
 from configs.vocabulary.clock import ManualClock
 from configs.vocabulary.jobs import BackfillScope
 from store.accounts import Accounts
-from store.backfill import BACKFILL_PRIORITY, newest_result, stale_sets
+from store.backfill import BACKFILL_PRIORITY, newest_result
 from store.models import JobRow, ModelRow, ScoreRow
+from store.rules.backfill import stale_sets
 from tests.unit.auth_helpers import issue_token
 from tests.unit.test_rounds_api import FAKE, ROUNDS, client, rows, upload
 from tests.unit.test_task_catalog import small_config

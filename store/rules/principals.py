@@ -1,14 +1,13 @@
 """Who asks and what they may see: roles, scopes, the principal and access records.
 
-Pure value types plus the SQL visibility condition; ``store.accounts`` issues and checks the
-credentials that produce a ``Principal``.
+Pure value types and rules (no SQL: ``store.queries`` turns ``may_see_model`` into its
+condition); ``store.accounts`` issues and checks the credentials that produce a
+``Principal``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-from sqlalchemy import ColumnElement, or_, true
 
 from configs.vocabulary.scopes import (
     ADMIN_SCOPE,
@@ -18,7 +17,6 @@ from configs.vocabulary.scopes import (
     SUBMIT,
     TOKENS,
 )
-from store.models import ModelRow
 
 __all__ = ["ADMIN_SCOPE", "DEFAULT_TOKEN_SCOPES", "READ", "SCOPES", "SUBMIT", "TOKENS"]
 
@@ -89,12 +87,3 @@ class ModelAccess:
     task: str
     owner_id: str | None
     published: bool = False
-
-
-def visible_models(viewer: Principal) -> ColumnElement[bool]:
-    """The SQL condition for the submissions ``viewer`` may see (see may_see_model)."""
-    if viewer.is_admin:
-        return true()
-    if viewer.user_id is None or READ not in viewer.scopes:
-        return ModelRow.id.is_(None)  # nothing
-    return or_(ModelRow.owner_id == viewer.user_id, ModelRow.task.in_(viewer.owned_tasks))
