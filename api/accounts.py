@@ -26,9 +26,8 @@ from api.schemas import FullMatch
 from configs.vocabulary.scopes import MAX_TOKEN_DAYS
 from store.accounts import NAME as USER_NAME
 from store.accounts import SESSION, AccountError, IssuedToken, csrf_token
-from store.jobs import AlreadyQueued
 from store.rules.principals import DEFAULT_TOKEN_SCOPES, ROLE_SCOPES, ROLES, SCOPES, Principal
-from usecases.quotas import quota_state
+from usecases.evaluations import rerun as rerun_submission
 
 SESSION_HOURS = 12
 blp = Blueprint("accounts", __name__, url_prefix="/api/v1", description="Accounts and tokens")
@@ -358,25 +357,8 @@ def rerun(model_id: str) -> tuple[dict[str, Any], int]:
     earlier attempts stay in its history); a finished one gets a new job (after fixing a
     dataset, say). A submitter's rerun needs room in their quota (429 otherwise). Others who
     may see it get 403; those who may not, 404."""
-    who = principal()
-    found = accounts().model_access(model_id)
-    if found is None or not who.may_see_model(*found):
-        raise ApiError(404, "unknown_submission", f"no submission {model_id!r}")
-    task_name, owner_id = found
-    operator = who.is_admin or task_name in who.owned_tasks
-    if not operator and owner_id != who.user_id:
-        raise ApiError(403, "not_owner", "only the submitter, the task's owner or an admin")
-    service = current_app.extensions["dynaeval"]
-    if not operator:  # the submitter's own rerun is a submission's worth of their quota
-        task = service.tasks.get(task_name)
-        refusal = quota_state(service, task, who).refusal() if task is not None else None
-        if refusal is not None:
-            raise refusal
-    try:
-        job_id = service.store.rerun(model_id)
-    except AlreadyQueued as exc:
-        raise ApiError(409, "already_queued", str(exc)) from None
-    return {"id": model_id, "job_id": job_id, "status": "queued"}, 201
+    done = rerun_submission(current_app.extensions["dynaeval"], principal(), model_id)
+    return {"id": model_id, "job_id": done.job_id, "status": "queued"}, 201
 
 
 # -- publication (the submitter or an admin) -------------------------------------------------

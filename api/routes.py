@@ -11,7 +11,7 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 from marshmallow import Schema, ValidationError
 
-from api.auth import accounts, principal
+from api.auth import principal
 from api.context import service, task_or_404, task_visible
 from api.docs import error_docs, success_docs
 from api.errors import ApiError
@@ -46,6 +46,7 @@ from store.queries import CursorError
 from usecases.boards.public import model_results
 from usecases.boards.viewing import board_for_viewer
 from usecases.compare import compare
+from usecases.evaluations import cancel
 from usecases.quotas import quota_admission, quota_state
 from usecases.submissions import (
     Admission,
@@ -372,20 +373,8 @@ def cancel_submission(model_id: str) -> dict[str, Any]:
     """Stop a submission's evaluation (its submitter, its task's owner or an admin): a
     queued job ends at once; a running one ends now and its worker stops at its next step.
     It fails with code ``cancelled``, which is never retried nor counted against anyone."""
-    who = principal()
-    found = accounts().model_access(model_id)
-    if found is None or not who.may_see_model(*found):
-        raise ApiError(404, "unknown_submission", f"no submission {model_id!r}")
-    task, owner_id = found
-    if not (who.is_admin or task in who.owned_tasks or owner_id == who.user_id):
-        raise ApiError(403, "not_owner", "only the submitter, the task's owner or an admin")
-    outcome = service().store.cancel(model_id, f"cancelled by {who.name}")
-    if not outcome.cancelled or outcome.job_id is None:
-        ended = outcome.status or "never queued"
-        raise ApiError(
-            409, "already_final", f"submission {model_id!r} has no job to cancel ({ended})"
-        )
-    return {"id": model_id, "job_id": outcome.job_id, "status": "failed", "was": outcome.status}
+    done = cancel(service(), principal(), model_id)
+    return {"id": model_id, "job_id": done.job_id, "status": "failed", "was": done.was}
 
 
 @blp.route("/submissions/<model_id>/results/download")

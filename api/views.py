@@ -8,7 +8,7 @@ never recomputed, so it stays the same when models join or rounds are added."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import flask
@@ -28,11 +28,10 @@ from api.schemas import FullMatch, OpenSchema
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
 from dynascore.weights import Weights
-from evaluator.provenance import code_version
-from store.views import NewSnapshot, NewView, Views
+from store.views import Views
 from usecases.boards import assemble as boards
-from usecases.boards.cache import prepared
 from usecases.boards.default_view import task_defaults
+from usecases.boards.views import save_view, take_snapshot
 
 blp = Blueprint(
     "views", __name__, url_prefix="/api/v1", description="Saved leaderboard views and snapshots"
@@ -142,20 +141,6 @@ class SnapshotSchema(OpenSchema):
     )
 
 
-# -- weights ---------------------------------------------------------------------------------
-def checked_weights(
-    task: TaskSpec, axes: Mapping[str, float], rounds: Mapping[str, float]
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Full axis and round weights: the task's defaults overridden by those given, checked
-    as the leaderboard checks its query (422 ``invalid_weights``)."""
-    try:
-        weights = Weights({**task.weights, **axes}).to_dict()
-        round_weights = boards.parse_round_weights(task, boards.weights_text(rounds))
-    except ValueError as exc:
-        raise ApiError(422, "invalid_weights", str(exc)) from None
-    return weights, round_weights
-
-
 def _view_json(view: dict[str, Any]) -> dict[str, Any]:
     shown = {k: v for k, v in view.items() if k != "owner_id"}
     shown["url"] = url_for("view_pages.view_page", task_name=view["task"], view=view["slug"])
@@ -185,9 +170,11 @@ class TaskViews(MethodView):
     def post(self, body: dict[str, Any], task_name: str) -> tuple[dict[str, Any], int]:
         """Save named weights as a view of the task (any signed-in user)."""
         task = task_or_404(task_name)
-        weights, round_weights = checked_weights(task, body["weights"], body["round_weights"])
-        new = NewView(task.name, body["name"], weights, round_weights, principal().user_id)
-        return _view_json(store().create_view(new)), 201
+        saved = save_view(
+            service(), task, body["name"], body["weights"], body["round_weights"],
+            principal().user_id,
+        )  # fmt: skip
+        return _view_json(saved), 201
 
 
 @blp.route("/views/<view_id>")
@@ -252,13 +239,6 @@ def _owned_task(task_name: str) -> TaskSpec:
 
 
 # -- snapshots -------------------------------------------------------------------------------
-def frozen_leaderboard(
-    task: TaskSpec, weights: Mapping[str, float], round_weights: Mapping[str, float]
-) -> dict[str, Any]:
-    """The leaderboard JSON the API gives now for these weights (as ``GET .../leaderboard``)."""
-    return prepared(service(), task, round_weights).render(Weights(dict(weights)))
-
-
 @blp.route("/tasks/<task_name>/snapshots", methods=["POST"])
 @blp.arguments(SnapshotCreateSchema)
 @blp.alt_response(201, schema=SnapshotSchema, success=True)
@@ -269,22 +249,8 @@ def post_snapshot(body: dict[str, Any], task_name: str) -> tuple[dict[str, Any],
     task = defaults.task
     axes = body.get("weights") or {}
     rounds = body["round_weights"] if body["round_weights"] is not None else defaults.round_weights
-    weights, round_weights = checked_weights(task, axes, rounds or {})
-    return _snapshot_json(freeze(task, weights, round_weights)), 201
-
-
-def freeze(task: TaskSpec, weights: dict[str, float], round_weights: dict[str, float]) -> dict:
-    """Store a snapshot of the task's leaderboard now, for the caller (API and page)."""
-    new = NewSnapshot(
-        task=task.name,
-        leaderboard=frozen_leaderboard(task, weights, round_weights),
-        weights=weights,
-        round_weights=round_weights,
-        dataset_hashes=dict(service().dataset_hashes(task.name)),
-        code_version=code_version(),
-        owner_id=principal().user_id,
-    )
-    return store().create_snapshot(new)
+    frozen = take_snapshot(service(), task, axes, rounds or {}, principal().user_id)
+    return _snapshot_json(frozen), 201
 
 
 def snapshot_or_404(snapshot_id: str) -> dict[str, Any]:
@@ -330,7 +296,7 @@ def snapshot_form(task_name: str) -> Response:
     """The leaderboard's "Freeze a snapshot" button, for the weights it shows."""
     task = task_defaults(service(), task_or_404(task_name)).task  # as the API's default
     weights, round_weights = _form_weights(task)
-    frozen = freeze(task, weights, round_weights)
+    frozen = take_snapshot(service(), task, weights, round_weights, principal().user_id)
     return redirect(url_for("view_pages.snapshot_page", snapshot_id=frozen["id"]), 303)
 
 
@@ -344,9 +310,7 @@ def view_form(task_name: str) -> Response:
     except ValidationError:
         raise ApiError(422, "invalid_name", "a view's name is 1-128 characters") from None
     weights, round_weights = _form_weights(task)
-    saved = store().create_view(
-        NewView(task.name, name, weights, round_weights, principal().user_id)
-    )
+    saved = save_view(service(), task, name, weights, round_weights, principal().user_id)
     return redirect(url_for("view_pages.view_page", task_name=task.name, view=saved["slug"]), 303)
 
 
