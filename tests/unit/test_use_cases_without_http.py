@@ -46,8 +46,11 @@ def test_reading_commands_use_the_use_cases_without_http(tmp_path: Path) -> None
         ["rounds", "list", "sentiment"],
         ["status", "no-such-model"],
         ["rescore"],
+        ["rerun", "no-such-model"],
+        ["leaderboard", "sentiment", "--weights", "memory:0", "--rounds", "r1:2"],
     )
     assert ran["codes"][:2] == [0, 0] and ran["codes"][2] != 0  # an unknown model is an error
+    assert ran["codes"][4] == 2 and ran["codes"][5] == 0
     assert ran["loaded"] == []
 
 
