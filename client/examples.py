@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from configs.paths import REPO_ROOT
@@ -26,16 +27,27 @@ def docker_answers() -> bool:
         return False
 
 
-def build_example_images() -> bool:
+def _say(line: str) -> None:
+    print(f"[examples] {line}", flush=True)
+
+
+def build_example_images(progress: Callable[[str], None] = _say) -> bool:
     """Build the base image, the example images and the catalog's per-task variants (all
-    cached by Docker); False when that fails."""
+    cached by Docker, so a second start takes seconds), saying what it waits for; False
+    when that fails."""
     script = REPO_ROOT / "scripts" / "build-example-images.sh"
+    variants = [entry for entry in example_catalog() if entry.get("args")]
     try:
+        progress(
+            "building the example model images (cached by Docker: the first time takes a "
+            "minute or two; scripts/setup.sh --docker builds them ahead)"
+        )
         # Output only matters when a build fails: it is then in the exception's stderr.
         subprocess.run(["bash", str(script)], check=True, timeout=1800, capture_output=True)
-        for entry in example_catalog():
-            if entry.get("args"):
-                build_variant(entry)
+        for number, entry in enumerate(variants, start=1):
+            progress(f"building {example_image(entry)} ({number}/{len(variants)})")
+            build_variant(entry)
+        progress("example model images ready")
     except (OSError, subprocess.SubprocessError) as exc:
         detail = getattr(exc, "stderr", b"") or b""
         log.warning(
@@ -45,6 +57,14 @@ def build_example_images() -> bool:
         )
         return False
     return True
+
+
+def build_variants() -> None:
+    """The catalog's per-task variants (``scripts/setup.sh --docker`` runs this after the
+    example images, so ``serve`` finds every image it needs already built)."""
+    for entry in example_catalog():
+        if entry.get("args"):
+            build_variant(entry)
 
 
 def build_variant(entry: dict) -> None:

@@ -76,7 +76,9 @@ if scripts/ensure-docker.sh; then
     command -v docker-compose >/dev/null || { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
         $SUDO apt-get install -y -qq --no-install-recommends docker-compose; } || log "no docker-compose"
     # build-deploy-images.sh: the compose deployment's images (deploy/, tests/deploy); cached.
+    # the per-task variants too (majority baselines): serve then finds every image built
     if scripts/build-base-image.sh >/dev/null && scripts/build-example-images.sh >/dev/null \
+        && "$PYTHON" -c "from client.examples import build_variants; build_variants()" \
         && scripts/build-deploy-images.sh >/dev/null; then
         docker_ok=1
     fi
