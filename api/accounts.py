@@ -8,7 +8,6 @@ from typing import Any
 
 from flask import current_app, jsonify, request
 from flask.views import MethodView
-from flask_smorest import Blueprint
 from marshmallow import Schema, fields, validate
 from werkzeug.wrappers import Response
 
@@ -18,6 +17,7 @@ from api.auth import (
     host_allowed,
     principal,
 )
+from api.bodies import Blueprint
 from api.docs import error_docs, success_docs
 from api.errors import ApiError
 from api.pages.visibility import decide_publication

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask_smorest import Blueprint
 from marshmallow import Schema, fields, validate
 
+from api.bodies import Blueprint
 from api.context import owned_task, service, task_or_404
 from api.docs import error_docs
 from api.schemas import OpenSchema

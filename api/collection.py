@@ -13,9 +13,9 @@ import re
 from typing import Any
 
 from flask import Response
-from flask_smorest import Blueprint
 
 from api.auth import principal
+from api.bodies import Blueprint
 from api.collection_schemas import (
     CollectionSchema,
     ExampleBodySchema,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask_smorest import Blueprint
 from marshmallow import fields
 
+from api.bodies import Blueprint
 from api.context import owned_task, service
 from api.docs import error_docs
 from api.rounds import ChangeSchema

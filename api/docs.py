@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from flask_smorest import Blueprint
-
+from api.bodies import Blueprint
 from api.schemas import ErrorSchema
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -8,9 +8,9 @@ from typing import Any, TypeVar
 
 from flask import request
 from flask.views import MethodView
-from flask_smorest import Blueprint
 from marshmallow import Schema, ValidationError, fields, validate
 
+from api.bodies import Blueprint
 from api.context import owned_task, service, task_or_404
 from api.docs import error_docs
 from api.errors import ApiError

@@ -8,10 +8,10 @@ from typing import Any, TypeVar
 
 from flask import Response, current_app, request, url_for
 from flask.views import MethodView
-from flask_smorest import Blueprint
 from marshmallow import Schema, ValidationError
 
 from api.auth import principal
+from api.bodies import Blueprint
 from api.context import service, task_or_404, task_visible
 from api.docs import error_docs, success_docs
 from api.errors import ApiError

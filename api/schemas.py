@@ -9,6 +9,7 @@ from marshmallow import INCLUDE, Schema, ValidationError, fields, validate
 
 from configs.vocabulary.axes import AXES
 from configs.vocabulary.names import MODEL_NAME_PATTERN, MODEL_NAME_RULE
+from configs.vocabulary.numbers import WEIGHT_NUMBER
 from evaluator.transport.dialects import DEFAULT_DIALECT, dialect_choices
 
 
@@ -27,7 +28,7 @@ NAME = FullMatch(MODEL_NAME_PATTERN, error=MODEL_NAME_RULE)
 # Bounded so that whatever the pattern allows is a finite number (an unbounded exponent let
 # "4e999", infinity, through the schema to a 400); wide enough for any number a browser
 # writes (17 significant digits, "1e-7").
-_NUMBER = r"(?:[0-9]{1,20}(?:\.[0-9]{0,20})?|\.[0-9]{1,20})(?:[eE][+-]?[0-9]{1,2})?"
+_NUMBER = WEIGHT_NUMBER
 _WEIGHT = rf" *(?:{'|'.join(AXES)}) *: *{_NUMBER} *"
 # What the leaderboard's ``weights`` may look like; the server refuses anything else (400
 # bad_weights) and then checks the numbers (finite, not all zero, each axis once).

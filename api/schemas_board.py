@@ -49,10 +49,13 @@ class LeaderboardEntrySchema(OpenSchema):
     )
     rank_interval = fields.List(
         fields.Integer(),
+        allow_none=True,
         metadata={
             "description": "[best, worst]: the model's 95 % rank interval, every rank it could "
-            "take with each model's Dynascore anywhere in its `dynascore_ci` (a model without "
-            "one counts as exact); e.g. rank 3 with [2, 5]. Unlike tie groups it never chains"
+            "take with each model's Dynascore anywhere in its `dynascore_ci` (another model "
+            "without one counts as exact); e.g. rank 3 with [2, 5]; null when the model has no "
+            "interval itself (e.g. under round weights other than those its result was rolled "
+            "up with, in proportion). Unlike tie groups it never chains"
         },
     )
     image_gone = fields.Nested(

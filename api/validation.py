@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask_smorest import Blueprint
-
 from api.auth import principal
+from api.bodies import Blueprint
 from api.context import service, task_or_404
 from api.docs import error_docs, success_docs
 from api.errors import ApiError, from_refusal

@@ -14,11 +14,11 @@ from typing import Any, TypeVar
 import flask
 from flask import redirect, render_template, url_for
 from flask.views import MethodView
-from flask_smorest import Blueprint
 from marshmallow import Schema, ValidationError, fields, validate
 from werkzeug.wrappers import Response
 
 from api.auth import accounts, principal
+from api.bodies import Blueprint
 from api.context import service, task_or_404
 from api.docs import error_docs
 from api.errors import ApiError

@@ -11,10 +11,10 @@ from typing import Any
 
 from flask import current_app
 from flask.views import MethodView
-from flask_smorest import Blueprint
 from marshmallow import Schema, fields, validate
 
 from api.auth import accounts, principal
+from api.bodies import Blueprint
 from api.docs import error_docs, success_docs
 from api.errors import ApiError
 from configs.settings import load_settings

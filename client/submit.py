@@ -372,8 +372,11 @@ def _verdict(
     _show_submission(args, found, gate)
     for check in checks:
         if not check["passed"]:
-            shown = "missing" if check["value"] is None else f"{check['value']:.2f}"
-            missed = "worse than" if check["metric"] == "rank" else "under"
+            rank = check["metric"] == "rank"
+            shown = (
+                "missing" if check["value"] is None else f"{check['value']:.{0 if rank else 2}f}"
+            )
+            missed = "worse than" if rank else "under"
             print(f"{check['metric']} {shown} is {missed} {check['threshold']:g}", file=sys.stderr)
     if comparison is not None:
         print(render.comparison(comparison), file=sys.stderr if args.json else sys.stdout)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from configs.vocabulary.axes import AXES
+from configs.vocabulary.numbers import NotAWeight, parse_weight
 from configs.vocabulary.registry import UnknownName
 
 DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
@@ -58,16 +59,20 @@ class Weights:
     def parse(cls, text: str) -> Weights:
         """Parse ``"performance:4,memory:0"``; an empty string gives the defaults."""
         given: dict[str, float] = {}
-        for item in filter(None, (part.strip() for part in text.split(","))):
-            name, sep, raw = (piece.strip() for piece in item.partition(":"))
+        for item in filter(None, (part.strip(" ") for part in text.split(","))):
+            name, sep, raw = (piece.strip(" ") for piece in item.partition(":"))
             if not sep:
                 raise ValueError(f"weight {item!r} is not of the form axis:number.")
             axis = _axis(name)
             if axis in given:
                 raise ValueError(f"the weight of {axis!r} is given twice.")
             try:
-                given[axis] = float(raw)
-            except ValueError:
+                given[axis] = parse_weight(raw)
+            except NotAWeight as exc:
+                if exc.negative:  # "-1", "inf": a number, but not a weight
+                    raise ValueError(
+                        f"the weight of {axis!r} must be a finite number >= 0, not {raw}."
+                    ) from None
                 raise ValueError(f"the weight of {axis!r} must be a number, not {raw!r}.") from None
         return cls(given)
 

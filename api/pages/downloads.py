@@ -12,9 +12,9 @@ import json
 from typing import Any
 
 from flask import Response, current_app
-from flask_smorest import Blueprint
 from marshmallow import Schema, fields, validate
 
+from api.bodies import Blueprint
 from api.errors import ApiError
 from api.pages.visibility import model_visible, task_visible
 from api.schemas import ErrorSchema, ScoresSchema, WeightsQuerySchema

@@ -115,7 +115,7 @@ def test_the_script_ranks_any_weights_like_the_api(browser: Any, live: Live) -> 
         assert [o[1] for o in order] == [m["rank"] for m in board["models"]], text
         for mine, theirs in zip(order, board["models"], strict=True):
             assert mine[2] == pytest.approx(theirs["dynascore"], rel=1e-9, abs=1e-6)
-            assert mine[3] == pytest.approx(theirs["score"], abs=0.006)  # the API's 2 decimals
+            assert mine[3] == pytest.approx(theirs["score"], abs=2e-6)  # the API's 6 decimals
 
 
 def test_the_script_coarsens_like_the_server(browser: Any, live: Live) -> None:

@@ -105,4 +105,12 @@ def test_duplicates_and_missing_values_are_refused():
 def test_weights_too_large_to_add_up_are_refused() -> None:
     """Each is finite, their sum is not: normalising would turn every score into 0."""
     with pytest.raises(ValueError, match="too large"):
+        Weights({"performance": 1e308, "throughput": 1e308})
+    with pytest.raises(ValueError, match="must be a number"):  # not written as a weight is
         Weights.parse("performance:1e308,throughput:1e308")
+
+
+@pytest.mark.parametrize("raw", ["4_0", "+4", "0x10", "nan", "1e308", "4 0", "\t4"])
+def test_every_surface_reads_weights_by_one_rule(raw: str) -> None:
+    with pytest.raises(ValueError):
+        Weights.parse(f"performance:{raw}")

@@ -200,6 +200,9 @@ def test_a_writer_gives_slices_and_only_the_tasks_columns(world: World) -> None:
     )
     long = world.client("writer").post(path, json={**base, "slices": {"topic": "x" * 101}})
     assert long.status_code == 422
+    for odd in ("a\nb", "nul\u0000"):
+        control = world.client("writer").post(path, json={**base, "slices": {"topic": odd}})
+        assert control.status_code == 422 and "printable" in control.get_json()["error"]["message"]
 
 
 def test_the_owner_exports_every_example_with_its_provenance(world: World) -> None:

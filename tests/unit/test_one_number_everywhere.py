@@ -122,7 +122,7 @@ def _from_csv(text: str) -> Ranked:
     return [(r["model_id"], int(r["rank"]), float(r["dynascore"]), float(r["score"])) for r in rows]
 
 
-def _same(reference: Ranked, other: Ranked, surface: str, score_digits: float = 0.006) -> None:
+def _same(reference: Ranked, other: Ranked, surface: str, score_digits: float = 1e-5) -> None:
     assert [r[:2] for r in other] == [r[:2] for r in reference], surface
     for (_, _, d, s), (_, _, d2, s2) in zip(reference, other, strict=True):
         assert d2 == pytest.approx(d, rel=1e-9, abs=1e-5), surface

@@ -16,6 +16,7 @@ from typing import Any
 
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
+from configs.vocabulary.numbers import NotAWeight, parse_weight
 from dynascore.weights import Weights
 from usecases.boards.leaderboard import leaderboard, resolutions_of, viewer_weights
 from usecases.boards.measurement import fingerprint
@@ -39,8 +40,8 @@ def parse_round_weights(task: TaskSpec, text: str | None) -> dict[str, float]:
     if not text:
         return weights
     named: set[str] = set()
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, sep, raw = (piece.strip() for piece in item.partition(":"))
+    for item in filter(None, (part.strip(" ") for part in text.split(","))):
+        name, sep, raw = (piece.strip(" ") for piece in item.partition(":"))
         if not sep:
             raise BadWeights(f"round weight {item!r} is not of the form round:number.")
         if name not in weights:
@@ -48,8 +49,12 @@ def parse_round_weights(task: TaskSpec, text: str | None) -> dict[str, float]:
         if name in named:
             raise BadWeights(f"the weight of round {name!r} is given twice.")
         try:
-            value = float(raw)
-        except ValueError:
+            value = parse_weight(raw)
+        except NotAWeight as exc:
+            if exc.negative:
+                raise BadWeights(
+                    f"the weight of round {name!r} must be a finite number >= 0."
+                ) from None
             raise BadWeights(f"the weight of round {name!r} must be a number.") from None
         if not math.isfinite(value) or value < 0:
             raise BadWeights(f"the weight of round {name!r} must be a finite number >= 0.")
@@ -92,8 +97,11 @@ def _number(value: float) -> str:
 
 
 def _weighted_mean(pairs: list[tuple[Any, float]]) -> float | None:
-    """The evaluator's round roll-up: rounds without a value or weight are skipped."""
+    """The evaluator's round roll-up: rounds without a value or weight are skipped. The
+    weights are scaled by their largest first, so huge ones (1e307) cannot overflow."""
     kept = [(value, weight) for value, weight in pairs if _finite(value) and weight > 0]
+    top = max((weight for _, weight in kept), default=0.0)
+    kept = [(value, weight / top) for value, weight in kept]
     total = sum(weight for _, weight in kept)
     return sum(value * weight for value, weight in kept) / total if total else None
 
@@ -123,6 +131,12 @@ def reweighted(
     return result
 
 
+def _proportional(weights: Mapping[str, float]) -> dict[str, float]:
+    """Weights as shares of their largest, rounded: only their proportions matter."""
+    top = max(weights.values(), default=0.0)
+    return {k: round(v / top, 12) for k, v in weights.items()} if top > 0 else {}
+
+
 def _rolled_up_alike(
     row: Mapping[str, Any],
     by_round: Mapping[Any, Mapping[str, Any]],
@@ -133,7 +147,7 @@ def _rolled_up_alike(
     (results from before rounds recorded them) by giving the stored value back exactly."""
     if by_round and all("weight" in r for r in by_round.values()):
         used = {str(n): float(r["weight"]) for n, r in by_round.items() if r["weight"] > 0}
-        return used == dict(wanted)
+        return _proportional(used) == _proportional(wanted)  # r1:2,r2:2 is r1:1,r2:1
     stored, recomputed = row.get("performance"), changed.get("performance")
     if isinstance(stored, int | float) and isinstance(recomputed, int | float):
         return _finite(stored) and _finite(recomputed) and abs(stored - recomputed) < 1e-9

@@ -175,7 +175,8 @@ class PreparedBoard:
         page = slice(start, stop)
         rank_of = ranking["rank"].to_numpy()[page].tolist()
         scores = [round(score, 6) for score in ranking["dynascore"].to_numpy()[page].tolist()]
-        readable = [round(score, 2) for score in ranking["score"].to_numpy()[page].tolist()]
+        # 6 decimals like the Dynascore: a page rounding it again must not round it twice
+        readable = [round(score, 6) for score in ranking["score"].to_numpy()[page].tolist()]
         group_of = group_all[page].tolist()
         bounds = np.column_stack([stable["dynascore_low"], stable["dynascore_high"]])[page]
         intervals = np.round(bounds, 6).tolist()
@@ -194,7 +195,7 @@ class PreparedBoard:
                 "score": s,
                 "tie_group": g,
                 "dynascore_ci": ci if k else None,
-                "rank_interval": span,
+                "rank_interval": span if k else None,  # unknown without its own interval
             }
             for entry, r, d, s, g, ci, k, span in columns
         ]

@@ -58,6 +58,8 @@ def _slices(task: TaskSpec, given: Any) -> dict[str, str]:
     for column, value in given.items():
         if not isinstance(value, str) or len(value) > MAX_SLICE_CHARS:
             raise _invalid(f"slices.{column}: text of at most {MAX_SLICE_CHARS} characters")
+        if any(not c.isprintable() for c in value):  # a slice value is one short label
+            raise _invalid(f"slices.{column}: printable text on one line")
         if value.strip():
             found[str(column)] = value.strip()
     return found

@@ -23,6 +23,9 @@
   function weightedMean(pairs) {
     var num = 0, total = 0, kept = [];
     pairs.forEach(function (p) { if (finite(p[0]) && p[1] > 0) kept.push(p); });
+    var top = 0;  // weights scaled by their largest, as the server does (no overflow)
+    kept.forEach(function (p) { top = Math.max(top, p[1]); });
+    kept = kept.map(function (p) { return [p[0], p[1] / top]; });
     kept.forEach(function (p) { total += p[1]; });
     if (!total) return null;
     kept.forEach(function (p) { num += p[0] * p[1]; });

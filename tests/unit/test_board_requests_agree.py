@@ -1,0 +1,87 @@
+"""What outside trials found in the board's requests: proportional round weights keep the
+intervals, other round weights say the intervals are unknown instead of certain, huge or
+oddly written weights are refused alike on the JSON, the download and the page, and the
+page does not round the score twice."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from flask.testing import FlaskClient
+
+from api.app import create_app
+from configs.vocabulary.results import EvaluationResult
+from usecases.service import Service
+
+TASK = "sentiment"
+SPEC = {"kind": "docker", "image": "registry.local/model:1", "protocol": "v1"}
+BOARD = f"/api/v1/tasks/{TASK}/leaderboard"
+
+
+def _finish(service: Service, name: str, performance: float, memory: float) -> None:
+    model_id, job_id = service.store.submit(TASK, name, SPEC)
+    job = service.store.claim("w", lease_s=60)
+    assert job is not None and job.id == job_id
+    rounds = [
+        {"round": r.name, "performance": performance, "robustness": 80.0, "fairness": 90.0,
+         "performance_ci": [performance - 3, performance + 3], "weight": 1.0}
+        for r in service.tasks[TASK].rounds
+    ]  # fmt: skip
+    summary = {
+        "performance": performance, "robustness": 80.0, "fairness": 90.0, "throughput": 1000.0,
+        "memory": memory, "metric": "macro_f1",
+        "performance_ci": [performance - 3, performance + 3],
+    }  # fmt: skip
+    result = EvaluationResult(TASK, "done", summary=summary, rounds=rounds, provenance={})
+    assert service.store.finish(job_id, "w", result, lease=job.lease)
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlaskClient]:
+    service = Service.open(tmp_path_factory.mktemp("requests") / "data")
+    for i, (performance, memory) in enumerate([(70, 1.0), (68, 0.5), (50, 0.2), (69, 1.5)]):
+        _finish(service, f"m{i}", performance, memory)
+    try:
+        yield create_app(service).test_client()
+    finally:
+        service.close()
+
+
+def test_proportional_round_weights_keep_the_intervals(client: FlaskClient) -> None:
+    default = client.get(BOARD).get_json()["models"]
+    doubled = client.get(BOARD + "?rounds=r1:2,r2:2,r3:2").get_json()["models"]
+    assert [m["dynascore"] for m in doubled] == pytest.approx([m["dynascore"] for m in default])
+    assert [m["dynascore_ci"] for m in doubled] == [m["dynascore_ci"] for m in default]
+    assert [m["rank_interval"] for m in doubled] == [m["rank_interval"] for m in default]
+    assert any(m["rank_interval"][0] != m["rank_interval"][1] for m in default)
+
+
+def test_other_round_weights_leave_the_intervals_unknown_not_certain(client: FlaskClient) -> None:
+    models = client.get(BOARD + "?rounds=r1:3,r2:1,r3:0").get_json()["models"]
+    assert all(m["dynascore_ci"] is None and m["rank_interval"] is None for m in models)
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["rounds=r1:1e307", "rounds=r1:4_0", "weights=performance:4_0", "weights=performance:%2B4",
+     "weights=performance:1e308", "rounds=r1:%094"],
+)  # fmt: skip
+def test_oddly_written_weights_are_refused_alike_everywhere(
+    client: FlaskClient, query: str
+) -> None:
+    assert client.get(f"{BOARD}?{query}").status_code == 400
+    assert client.get(f"{BOARD}/download?format=csv&{query}").status_code == 400
+    assert client.get(f"/tasks/{TASK}?{query}").status_code == 400
+
+
+def test_huge_but_written_round_weights_do_not_overflow(client: FlaskClient) -> None:
+    board = client.get(BOARD + "?rounds=r1:1e99,r2:1e99,r3:1e99").get_json()
+    assert len(board["models"]) == 4 and board["unranked"] == []
+
+
+def test_the_page_rounds_the_score_once(client: FlaskClient) -> None:
+    models = client.get(BOARD).get_json()["models"]
+    page = client.get(f"/tasks/{TASK}").get_data(as_text=True)
+    for m in models:
+        assert f'<td class="n score">{m["score"]:.1f}</td>' in page  # from the exact score
