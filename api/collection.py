@@ -21,6 +21,7 @@ from api.collection_schemas import (
     ExampleBodySchema,
     ExampleListSchema,
     ExampleQuerySchema,
+    ExportLineSchema,
     OpenBodySchema,
     WrittenSchema,
 )
@@ -186,11 +187,10 @@ def list_examples(query: dict[str, Any], task_name: str, round_name: str) -> dic
 @blp.doc(
     responses={
         "200": {
-            "description": "one JSON object per line, oldest first: `uid`, the task's input "
-            "fields, `intended`, `slices` (as written, else `unspecified`) and `provenance` "
-            "(example_id, origin, author_id, model_id, model_answer, fooled, explanation, "
-            "verdict, written_at)",
-            "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+            "description": "one JSON object per line (JSONL), oldest first, each as "
+            "ExportLine: `uid`, the task's input fields, `intended`, `slices` (as written, else "
+            "`unspecified`) and `provenance`",
+            "content": {"application/x-ndjson": {"schema": ExportLineSchema}},
         }
     }
 )

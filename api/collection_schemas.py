@@ -95,5 +95,26 @@ class ExampleSchema(OpenSchema):
     created_at = fields.String()
 
 
+class ProvenanceSchema(OpenSchema):
+    example_id = fields.String()
+    origin = fields.String(metadata={"description": "human, or machine (the adversary)"})
+    author_id = fields.String(allow_none=True)
+    model_id = fields.String(allow_none=True, metadata={"description": "the model that answered"})
+    model_answer = fields.Dict(allow_none=True)
+    fooled = fields.Boolean(allow_none=True)
+    explanation = fields.String(allow_none=True)
+    verdict = fields.String(allow_none=True)
+    written_at = fields.String()
+
+
+class ExportLineSchema(OpenSchema):
+    """One line of a round's export (the task's input fields are in it too)."""
+
+    uid = fields.String()
+    intended = fields.Dict(metadata={"description": "label, or answer and answer_start"})
+    slices = fields.Dict(keys=fields.String(), values=fields.String())
+    provenance = fields.Nested(ProvenanceSchema)
+
+
 class ExampleListSchema(OpenSchema):
     examples = fields.List(fields.Nested(ExampleSchema))

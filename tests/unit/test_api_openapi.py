@@ -139,6 +139,11 @@ ERRORS = {
         "429",
     },
     ("/api/v1/tasks/{task_name}/rounds/{round_name}/examples", "get"): {"404", "422"},
+    ("/api/v1/tasks/{task_name}/rounds/{round_name}/examples/export", "get"): {
+        "401",
+        "403",
+        "404",
+    },
     # freezing a collection round (api/collection_freeze.py)
     ("/api/v1/tasks/{task_name}/rounds/{round_name}/freeze", "post"): {
         "401",
@@ -263,8 +268,9 @@ def test_success_bodies_are_documented(spec: dict[str, Any]) -> None:
                 continue
             success = [s for s in operation["responses"] if s.startswith("2")]
             assert success, (path, method)
-            content = operation["responses"][success[0]]["content"]["application/json"]
-            assert "$ref" in content["schema"], (path, method)
+            content = operation["responses"][success[0]]["content"]
+            typed = content.get("application/json") or content["application/x-ndjson"]
+            assert "$ref" in typed["schema"], (path, method)
 
 
 def test_security_is_declared(spec: dict[str, Any]) -> None:
