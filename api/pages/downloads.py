@@ -124,6 +124,8 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
     writer.writerow(
         [
             "rank",
+            "rank_low",
+            "rank_high",
             "model_id",
             "name",
             "score",
@@ -144,8 +146,11 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
     for m in board["models"]:
         ci = m.get("performance_ci") or [None, None]
         by_round = {r["round"]: r for r in m.get("rounds") or []}
+        low, high = m.get("rank_interval") or [None, None]
         cells: list[Any] = [
             m["rank"],
+            low,
+            high,
             m["model_id"],
             m["name"],
             m["score"] if board["dynascore_defined"] else None,
@@ -162,10 +167,10 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
         cells += [m.get("partial", False), " ".join(m.get("not_scored_on") or [])]
         cells += [m.get("throughput_mode"), m.get("conditions"), None]
         writer.writerow(["" if c is None else c for c in cells])
-    width = 5 + len(AXES) * 2 + 3 + len(rounds) * 3  # rank .. units, then the rounds
+    width = 7 + len(AXES) * 2 + 3 + len(rounds) * 3  # rank .. units, then the rounds
     for u in board["unranked"]:
-        blanks = [""] * (width - 3 + 4)  # the model's columns, then partial .. conditions
-        writer.writerow(["", u["model_id"], u["name"], *blanks, u["reason"]])
+        blanks = [""] * (width - 5 + 4)  # the model's columns, then partial .. conditions
+        writer.writerow(["", "", "", u["model_id"], u["name"], *blanks, u["reason"]])
     return out.getvalue()
 
 

@@ -5,6 +5,8 @@ page does not round the score twice."""
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Iterator
 
 import pytest
@@ -85,3 +87,23 @@ def test_the_page_rounds_the_score_once(client: FlaskClient) -> None:
     page = client.get(f"/tasks/{TASK}").get_data(as_text=True)
     for m in models:
         assert f'<td class="n score">{m["score"]:.1f}</td>' in page  # from the exact score
+
+
+def test_the_csv_has_the_rank_interval_and_rows_of_one_width() -> None:
+    from api.pages.downloads import leaderboard_csv
+
+    entry = {
+        "rank": 2, "rank_interval": [1, 3], "model_id": "m", "name": "n", "score": 50.0,
+        "dynascore": 1.0, "performance": 1.0, "throughput": 1.0, "memory": 1.0,
+        "robustness": 1.0, "fairness": 1.0, "performance_ci": None, "memory_peak": None,
+        "units": {}, "rounds": [], "partial": False, "not_scored_on": [],
+    }  # fmt: skip
+    board = {
+        "rounds": ["r1", "r2"], "dynascore_defined": True, "models": [entry],
+        "unranked": [{"model_id": "u", "name": "un", "reason": "missing axes: fairness"}],
+    }  # fmt: skip
+    rows = list(csv.reader(io.StringIO(leaderboard_csv(board))))
+    assert len({len(row) for row in rows}) == 1, [len(row) for row in rows]
+    header = rows[0]
+    assert rows[1][header.index("rank_low")] == "1" and rows[1][header.index("rank_high")] == "3"
+    assert rows[2][header.index("model_id")] == "u" and rows[2][-1] == "missing axes: fairness"
