@@ -15,7 +15,7 @@ from api.context import owned_task, service, task_or_404
 from api.docs import error_docs
 from api.errors import ApiError
 from api.schemas import FullMatch, OpenSchema
-from usecases.rounds import Change, RoundRefused, Upload, add_dataset, rounds_of, set_weight
+from usecases.rounds import Change, Upload, add_dataset, rounds_of, set_weight
 
 blp = Blueprint(
     "rounds", __name__, url_prefix="/api/v1", description="A task's rounds and datasets"
@@ -138,13 +138,6 @@ def _answer(change: Change) -> tuple[dict[str, Any], int]:
     return change.to_dict(), 201 if change.created else 200
 
 
-def _run(action: Callable[[], Change]) -> tuple[dict[str, Any], int]:
-    try:
-        return _answer(action())
-    except RoundRefused as exc:
-        raise exc from None
-
-
 @blp.route("/tasks/<task_name>/rounds")
 class TaskRounds(MethodView):
     @blp.alt_response(200, schema=RoundListSchema, success=True)
@@ -172,7 +165,7 @@ class TaskRounds(MethodView):
             form["name"], form["dataset"], upload.stream, upload.filename or "data.jsonl",
             weight=form.get("weight"), new_round=True,
         )  # fmt: skip
-        return _run(lambda: add_dataset(service(), task, new))
+        return _answer(add_dataset(service(), task, new))
 
 
 @blp.route("/tasks/<task_name>/rounds/<round_name>/datasets", methods=["POST"])
@@ -186,7 +179,7 @@ def post_dataset(task_name: str, round_name: str) -> tuple[dict[str, Any], int]:
     task = owned_task(task_name)
     form, upload = _form(DatasetFormSchema())
     new = Upload(round_name, form["dataset"], upload.stream, upload.filename or "data.jsonl")
-    return _run(lambda: add_dataset(service(), task, new))
+    return _answer(add_dataset(service(), task, new))
 
 
 @blp.route("/tasks/<task_name>/rounds/<round_name>", methods=["PATCH"])
@@ -199,5 +192,5 @@ def patch_round(
     """Change a round's weight (task owner or admin)."""
     task = owned_task(task_name)
     body_weight = float(body["weight"])
-    answer, _ = _run(lambda: set_weight(service(), task, round_name, body_weight))
+    answer, _ = _answer(set_weight(service(), task, round_name, body_weight))
     return answer, 200

@@ -18,7 +18,12 @@ from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
 from configs.vocabulary.numbers import NotAWeight, parse_weight
 from dynascore.weights import Weights
-from usecases.boards.leaderboard import leaderboard, resolutions_of, viewer_weights
+from usecases.boards.leaderboard import (
+    finite_or_none,
+    leaderboard,
+    resolutions_of,
+    viewer_weights,
+)
 from usecases.boards.measurement import fingerprint
 from usecases.service import Service
 
@@ -222,15 +227,15 @@ def page_data(
             {
                 "model_id": row["model_id"],
                 "name": row["name"],
-                **{axis: _json_number(row.get(axis)) for axis in AXES},
-                "memory_peak": _json_number(row.get("memory_peak")),
+                **{axis: finite_or_none(row.get(axis)) for axis in AXES},
+                "memory_peak": finite_or_none(row.get("memory_peak")),
                 "throughput_mode": row.get("throughput_mode"),
                 "conditions": fingerprint(row),
                 "performance_ci": row.get("performance_ci"),
                 "rounds": [
                     {
                         "round": r.get("round"),
-                        **{axis: _json_number(r.get(axis)) for axis in ROUND_AXES},
+                        **{axis: finite_or_none(r.get(axis)) for axis in ROUND_AXES},
                         "performance_ci": r.get("performance_ci"),
                     }
                     for r in row.get("rounds") or []
@@ -270,7 +275,3 @@ def condition_marks(result: Mapping[str, Any]) -> dict[str, dict[str, str]]:
 
 def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _json_number(value: Any) -> float | None:
-    return float(value) if _finite(value) else None

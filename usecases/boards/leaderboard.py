@@ -37,7 +37,7 @@ from usecases.boards.measurement import fingerprint, warnings_for
 def resolutions_of(rows: list[dict[str, Any]]) -> dict[str, Resolution]:
     """The board's measurement resolution per axis, from every row's throughput spread
     (weight-independent, so the page's script is sent the same numbers)."""
-    return board_resolutions([_number_or_none(row.get("throughput_spread")) for row in rows])
+    return board_resolutions([finite_or_none(row.get("throughput_spread")) for row in rows])
 
 
 def board_scores(scores: np.ndarray) -> np.ndarray:
@@ -409,9 +409,10 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
 
 
-def _clean(values: Mapping[str, Any]) -> dict[str, float | None]:
-    return {k: (float(v) if _finite(v) else None) for k, v in values.items()}
-
-
-def _number_or_none(value: Any) -> float | None:
+def finite_or_none(value: Any) -> float | None:
+    """A finite number as a float, anything else (None, NaN, text) as None."""
     return float(value) if _finite(value) else None
+
+
+def _clean(values: Mapping[str, Any]) -> dict[str, float | None]:
+    return {k: finite_or_none(v) for k, v in values.items()}
