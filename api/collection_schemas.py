@@ -3,7 +3,7 @@ example against its task)."""
 
 from __future__ import annotations
 
-from marshmallow import Schema, fields, validate
+from marshmallow import INCLUDE, Schema, fields, validate
 
 from api.schemas import OpenSchema
 from usecases.collection.examples import MAX_EXPLANATION_CHARS, MAX_SLICE_CHARS
@@ -52,10 +52,22 @@ class CollectionSchema(OpenSchema):
 
 
 class ExampleBodySchema(Schema):
+    """A written example. A task whose output type lets it name its answer key (translation:
+    ``translatedText``) takes its gold under that key, so further top-level keys pass to the
+    use case, which refuses any the task's output type does not write with."""
+
+    class Meta:
+        unknown = INCLUDE
+
     inputs = fields.Dict(keys=fields.String(), values=fields.String(), required=True)
     label = fields.String(validate=validate.Length(max=200))
     answer = fields.String(validate=validate.Length(max=100_000))
     answer_start = fields.Integer(validate=validate.Range(min=0))
+    references = fields.List(
+        fields.String(validate=validate.Length(max=100_000)),
+        validate=validate.Length(max=20),
+        metadata={"description": "translation: reference translations beside the first"},
+    )
     explanation = fields.String(validate=validate.Length(max=MAX_EXPLANATION_CHARS))
     slices = fields.Dict(
         keys=fields.String(validate=validate.Length(max=64)),

@@ -36,7 +36,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
             t.name,
             len(t.rounds),
             ", ".join(t.input_fields),
-            ", ".join(t.labels) or "answer",
+            ", ".join(t.labels) or t.output_key,
             t.metric,
         ]
         for t in tasks.values()

@@ -342,16 +342,37 @@ def metric_abbreviation(metric: str) -> str:
 
 
 def dynabench_round_keys(results: dict[str, Any]) -> dict[str, Any]:
-    """``round<k>_<metric>`` (the round's performance) and ``round<k>_robustness`` /
-    ``round<k>_fairness``, from our per-round rows."""
-    abbrev = metric_abbreviation(str(results.get("metric") or "performance"))
+    """``round<k>_<metric>`` (the round's performance), the metrics reported beside it
+    (``round<k>_bleu`` beside ``round<k>_chrf``, ``round<k>_em`` beside ``round<k>_f1``) and
+    ``round<k>_robustness`` / ``round<k>_fairness``, from our per-round rows and scores."""
+    own = str(results.get("metric") or "performance")
+    beside = _secondary_by_round(results, own)
     keys: dict[str, Any] = {}
     for k, row in enumerate(results.get("rounds") or [], start=1):
-        keys[f"round{k}_{abbrev}"] = row.get("performance")
+        keys[f"round{k}_{metric_abbreviation(own)}"] = row.get("performance")
+        for metric, value in sorted(beside.get(str(row.get("round")), {}).items()):
+            keys.setdefault(f"round{k}_{metric_abbreviation(metric)}", value)
         for axis in ("robustness", "fairness"):
             if axis in row:
                 keys[f"round{k}_{axis}"] = row[axis]
     return keys
+
+
+def _secondary_by_round(results: dict[str, Any], own: str) -> dict[str, dict[str, float]]:
+    """Round -> metric -> the mean over the round's sets of each metric reported beside the
+    task's own on the original examples (datasets average within a round, as performance)."""
+    found: dict[str, dict[str, list[float]]] = {}
+    for score in results.get("scores") or []:
+        if not isinstance(score, dict) or score.get("variant") != "original" or score.get("slice"):
+            continue
+        metric = str(score.get("metric"))
+        if metric in (own, "agreement") or not isinstance(score.get("value"), int | float):
+            continue
+        found.setdefault(str(score.get("round")), {}).setdefault(metric, []).append(score["value"])
+    return {
+        rnd: {metric: sum(values) / len(values) for metric, values in by_metric.items()}
+        for rnd, by_metric in found.items()
+    }
 
 
 def _submission_name(description: str) -> str:

@@ -32,6 +32,7 @@ from configs.yamltext import parse_yaml
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 BLOB_PREFIX = "blob:"  # a dataset path naming a blob-store key instead of a file
+_FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _ROUND = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TASK_KEYS = {
     "name",
@@ -63,6 +64,20 @@ class ScoresOutput(Protocol):
     def output_type(self) -> str: ...
 
 
+class DeclaresOutput(Protocol):
+    """What the loader needs to know of an output type: its default key, whether a task
+    lists labels for it and whether a task may rename its key."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def takes_labels(self) -> bool: ...
+
+    @property
+    def renamable(self) -> bool: ...
+
+
 _Entry = TypeVar("_Entry", covariant=True)
 
 
@@ -79,6 +94,7 @@ class Plugins:
 
     metrics: Lookup[ScoresOutput]
     perturbations: Lookup[object]
+    outputs: Lookup[DeclaresOutput]
 
 
 def load_defaults(config_dir: Path = CONFIG_DIR) -> dict[str, Any]:
@@ -185,7 +201,7 @@ class _TaskParser:
         if not _NAME.match(name):
             raise self.fail("name", "must be lower-case letters, digits and '_'")
         fields = self.names(raw["input_fields"], "input_fields")
-        output_type, labels = self.output(raw["output"])
+        output_type, labels, output_field = self.output(raw["output"])
         perturb_fields = self.names(raw.get("perturb_fields", list(fields)), "perturb_fields")
         if not set(perturb_fields) <= set(fields):
             raise self.fail("perturb_fields", "must be a subset of input_fields")
@@ -218,6 +234,7 @@ class _TaskParser:
             source=self.source,
             quotas=self.quotas(raw.get("quotas", {})),
             publish_results=self.flag(raw.get("publish_results", False), "publish_results"),
+            output_field=output_field,
         )
 
     def flag(self, value: Any, field: str) -> bool:
@@ -253,21 +270,31 @@ class _TaskParser:
             raise self.fail(field, "has duplicates")
         return items
 
-    def output(self, value: Any) -> tuple[str, tuple[str, ...]]:
+    def output(self, value: Any) -> tuple[str, tuple[str, ...], str]:
+        """The output type's name, the task's labels and the key answers come under."""
         spec = self.mapping(value, "output")
         kind = spec.get("type")
-        if kind == "answer":
-            if set(spec) - {"type"}:
-                raise self.fail("output", "an 'answer' output takes no other keys")
-            return "answer", ()
-        if kind != "label":
-            raise self.fail("output.type", "must be 'label' or 'answer'")
-        if set(spec) - {"type", "labels"}:
-            raise self.fail("output", "unknown key")
+        try:
+            declared = self.plugins.outputs.get(str(kind))
+        except UnknownName as exc:
+            raise self.fail("output.type", str(exc)) from None
+        allowed = {"type"}
+        allowed |= {"labels"} if declared.takes_labels else set()
+        allowed |= {"key"} if declared.renamable else set()
+        if set(spec) - allowed:
+            extra = sorted(set(spec) - allowed)[0]
+            raise self.fail(f"output.{extra}", f"an {kind!r} output takes no {extra!r} key")
+        key = declared.key
+        if "key" in spec:
+            key = self.text(spec["key"], "output.key")
+            if not _FIELD.match(key):
+                raise self.fail("output.key", "must be a field name (letters, digits, '_')")
+        if not declared.takes_labels:
+            return str(kind), (), key
         labels = self.names(spec.get("labels"), "output.labels")
         if len(labels) < 2:
             raise self.fail("output.labels", "needs at least two labels")
-        return "label", labels
+        return str(kind), labels, key
 
     def metric(self, value: Any, output_type: str) -> str:
         try:

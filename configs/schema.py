@@ -126,7 +126,7 @@ class TaskSpec:
     version: int
     description: str
     input_fields: tuple[str, ...]
-    output_type: str  # "label" or "answer"
+    output_type: str  # a registered output type (metrics.outputs): label, answer, translation
     labels: tuple[str, ...]
     metric: str
     rounds: tuple[RoundSpec, ...]
@@ -144,11 +144,14 @@ class TaskSpec:
     source: str = ""
     quotas: QuotaSpec = QuotaSpec()
     publish_results: bool = False  # a submission's results are public once scored, by default
+    # The JSON key a model answers with and rows hold gold under; the loader sets it from the
+    # output type (or the task's ``output.key``). Empty: the key named like the type.
+    output_field: str = ""
 
     @property
     def output_key(self) -> str:
-        """The JSON key a model answers with: 'label' or 'answer'."""
-        return "answer" if self.output_type == "answer" else "label"
+        """The JSON key a model answers with (e.g. 'label', 'answer', 'targetText')."""
+        return self.output_field or self.output_type
 
     def round(self, name: str) -> RoundSpec:
         """The round called ``name``."""
@@ -164,7 +167,11 @@ class TaskSpec:
             "version": self.version,
             "description": self.description,
             "input_fields": list(self.input_fields),
-            "output": {"type": self.output_type, "labels": list(self.labels)},
+            "output": {
+                "type": self.output_type,
+                "key": self.output_key,
+                "labels": list(self.labels),
+            },
             "metric": self.metric,
             "rounds": [
                 {"name": r.name, "weight": r.weight, "datasets": [d.name for d in r.datasets]}

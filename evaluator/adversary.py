@@ -299,13 +299,19 @@ class _Search:
             return None
 
     def _fooled(self, intended: Mapping[str, Any], answer: Prediction) -> bool:
-        return is_fooled(self.task.output_type, intended, answer, self.spec.qa_f1_threshold)
+        threshold = self.spec.qa_f1_threshold if self.task.output_type == "answer" else None
+        return is_fooled(self.task.output_type, intended, answer, threshold, self.task.output_key)
 
 
 def _intended(task: TaskSpec, example: Example) -> dict[str, Any]:
-    if task.output_type == "answer":
-        return {"answer": example.target, "answer_start": example.answer_start}
-    return {"label": example.target}
+    """The source's gold as a writer would give it: the output key, and the answer offset
+    or further references where the example has them."""
+    intended: dict[str, Any] = {task.output_key: example.target}
+    if example.answer_start is not None:
+        intended["answer_start"] = example.answer_start
+    if example.references:
+        intended["references"] = list(example.references)
+    return intended
 
 
 def _key(example: Example) -> tuple[tuple[str, str], ...]:

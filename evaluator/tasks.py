@@ -22,12 +22,13 @@ from configs.schema import ConfigError, TaskSpec
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from evaluator.inputs.datasets import file_digest
 from metrics.metric import REGISTRY as METRICS
+from metrics.outputs import OUTPUT_TYPES
 from perturbations.perturbation import REGISTRY as PERTURBATIONS
 from store.blobs import BlobStore
 from store.db import Database
 from store.tasks import ConcurrentChange, NewDataset, StoredDataset, StoredSpec, TaskVersions
 
-PLUGINS = loader.Plugins(metrics=METRICS, perturbations=PERTURBATIONS)
+PLUGINS = loader.Plugins(metrics=METRICS, perturbations=PERTURBATIONS, outputs=OUTPUT_TYPES)
 REFRESH_S = 5.0  # how stale a catalog may be before it looks for new versions again
 ATTEMPTS = 3  # a change that meets a concurrent one is re-read and tried again this often
 log = logging.getLogger(__name__)

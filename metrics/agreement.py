@@ -3,13 +3,13 @@
 The model's predictions on perturbed inputs (typos, paraphrases, demographic swaps) are
 compared with its own predictions on the original inputs, not with gold labels:
 classification tasks count identical labels, QA tasks average the token F1 between the
-two answers. Both are on the 0-100 scale.
+two answers (translation: ``metrics.translation.chrf_agreement``). All are on the 0-100
+scale; each output type names its rule (``metrics.outputs``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 import numpy as np
 
@@ -29,16 +29,3 @@ def qa_agreement(original: Sequence[str], perturbed: Sequence[str]) -> float:
     check_pair(original, perturbed)
     scores = [token_f1(o, p) for o, p in zip(original, perturbed, strict=True)]
     return 100.0 * float(np.mean(scores))
-
-
-def agreement(
-    kind: Literal["label", "answer"], original: Sequence[str], perturbed: Sequence[str]
-) -> float | None:
-    """Agreement of the given kind, or ``None`` when there is nothing to compare."""
-    if len(original) == 0 and len(perturbed) == 0:
-        return None
-    if kind == "label":
-        return label_agreement(original, perturbed)
-    if kind == "answer":
-        return qa_agreement(original, perturbed)
-    raise ValueError(f"unknown agreement kind {kind!r}; expected 'label' or 'answer'.")

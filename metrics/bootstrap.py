@@ -144,6 +144,13 @@ def macro_f1_bootstrap(
     )
 
 
+def resample_indices(n: int, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
+    """The seeded (block x n) index matrices every replicate function draws from: metrics
+    that are not a mean of per-example values (corpus BLEU, chrF) resample with these."""
+    _check_sample(n, n_resamples)
+    return _index_blocks(n, n_resamples, seed)
+
+
 def interval_of(replicates: np.ndarray, confidence: float = 0.95) -> Interval:
     """Percentile interval of precomputed bootstrap replicates."""
     _check_confidence(confidence)

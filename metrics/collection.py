@@ -1,12 +1,9 @@
 """Whether a model's answer to a writer's example "fools" it (the dynamic loop's verdict).
 
-A model is fooled when it would be scored wrong on the example:
-* label tasks: its label differs from the intended label. Labels are compared exactly, as
-  ``accuracy`` compares them; the letter-case folding a protocol dialect allows has already
-  mapped the model's label onto the task's own by the time a prediction exists.
-* QA tasks (output type ``answer``): the token F1 of its answer against the intended answer,
-  after the SQuAD normalisation scoring uses (``metrics.qa``), is below ``qa_f1_threshold``.
-  An empty answer against a non-empty intended one has F1 0, so it fools.
+A model is fooled when it would be scored wrong on the example, by its output type's rule
+(``metrics.outputs``): a label differs from the intended one; a QA answer's token F1
+against the intended answer is below the QA threshold (0..1); a translation's chrF++
+against the writer's references is below the chrF threshold (0..100).
 
 Pure: no I/O.
 """
@@ -17,38 +14,35 @@ from collections.abc import Mapping
 from typing import Any
 
 from configs.vocabulary.examples import Prediction
-from metrics.qa import token_f1
+from metrics.outputs import get_output_type
+from metrics.outputs.span import DEFAULT_QA_F1_THRESHOLD
+from metrics.outputs.translation import MORE_REFERENCES
 
-DEFAULT_QA_F1_THRESHOLD = 0.4
-_OUTPUT_TYPES = ("label", "answer")  # the output type names the key the answer is under
+__all__ = ["DEFAULT_QA_F1_THRESHOLD", "is_fooled"]
 
 
 def is_fooled(
     output_type: str,
     intended: Mapping[str, Any],
     predicted: Prediction | Mapping[str, Any],
-    qa_f1_threshold: float = DEFAULT_QA_F1_THRESHOLD,
+    threshold: float | None = None,
+    key: str | None = None,
 ) -> bool:
-    """True when ``predicted`` misses ``intended`` ({"label": L} or {"answer": text, ...});
-    ``predicted`` is a Prediction or a mapping with the same key. ValueError on an unknown
-    output type or a missing or non-string answer."""
-    key = _output_key(output_type)
+    """True when ``predicted`` misses ``intended`` (gold under the type's ``key``, further
+    references under "references"); ``predicted`` is a Prediction or a mapping with the same
+    key. ``threshold`` defaults to the type's. ValueError on an unknown output type or a
+    missing or non-string answer."""
+    output = get_output_type(output_type)
+    key = key or output.key
     wanted = _text(intended, key, "intended")
+    more = intended.get(MORE_REFERENCES) or []
     given = (
         predicted.output
         if isinstance(predicted, Prediction)
         else _text(predicted, key, "predicted")
     )
-    if key == "label":
-        return given != wanted
-    return token_f1(wanted, given) < qa_f1_threshold
-
-
-def _output_key(output_type: str) -> str:
-    if output_type not in _OUTPUT_TYPES:
-        known = ", ".join(_OUTPUT_TYPES)
-        raise ValueError(f"output type {output_type!r} is not one of {known}")
-    return output_type
+    limit = output.fooled_threshold if threshold is None else threshold
+    return output.fooled((wanted, *[str(ref) for ref in more]), given, limit)
 
 
 def _text(values: Mapping[str, Any], key: str, what: str) -> str:

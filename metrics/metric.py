@@ -2,8 +2,8 @@
 the code knows about it: the output type it scores, its direction, its score and how its
 bootstrap replicates are drawn.
 
-Every metric scores ``(gold, pred, labels)`` on Dynaboard's 0-100 scale; QA metrics ignore
-``labels``. Task configs name metrics by these short names.
+Every metric scores ``(gold, pred, labels)`` on Dynaboard's 0-100 scale; QA and translation
+metrics ignore ``labels``. Task configs name metrics by these short names.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from metrics.bootstrap import (
 )
 from metrics.classification import accuracy, macro_f1
 from metrics.qa import exact_match, per_example, qa_exact_match, qa_f1, token_f1
+from metrics.translation import bleu_metric, chrf_metric, corpus_replicates, corpus_score
 
 ScoreFn = Callable[[Sequence[Any], Sequence[str], Sequence[str]], float]
 # (gold, pred, labels, n_resamples, seed) -> one 0..100 value per resample
@@ -36,7 +37,7 @@ class Metric:
     """A named task metric; ``score(gold, pred, labels)`` returns 0..100."""
 
     name: str
-    output_type: str  # the task output it scores: "label" or "answer"
+    output_type: str  # the task output type it scores (metrics.outputs)
     higher_is_better: bool
     score: ScoreFn
     replicates_fn: ReplicatesFn
@@ -110,6 +111,20 @@ for _metric in (
         True,
         lambda gold, pred, labels: qa_exact_match(gold, pred),
         _mean_of(lambda gold, pred: per_example(exact_match, gold, pred)),
+    ),
+    Metric(
+        "bleu",
+        "translation",
+        True,
+        lambda gold, pred, labels: corpus_score(bleu_metric, gold, pred),
+        lambda gold, pred, labels, n, seed: corpus_replicates(bleu_metric, gold, pred, n, seed),
+    ),
+    Metric(
+        "chrf",  # chrF++
+        "translation",
+        True,
+        lambda gold, pred, labels: corpus_score(chrf_metric, gold, pred),
+        lambda gold, pred, labels, n, seed: corpus_replicates(chrf_metric, gold, pred, n, seed),
     ),
 ):
     REGISTRY.add(_metric.name, _metric)

@@ -11,7 +11,8 @@ Two entry points, both pure and seeded (``numpy.random.default_rng(seed)``):
   F1 0..1 or any per-example score) and bootstraps the difference of their means.
 * :func:`paired_metric_replicates` draws the shared resamples for a task metric on one set
   (``accuracy``, ``exact_match``, ``squad_f1`` as means of per-example values; ``macro_f1``
-  recomputed on every resample), so sets can be combined replicate by replicate like the
+  recomputed on every resample; corpus ``bleu`` and ``chrf`` re-summed from sacrebleu's
+  per-sentence statistics, sacrebleu's own paired bootstrap), so sets can be combined replicate by replicate like the
   point estimate before :func:`compare_replicates` turns them into a :class:`PairedDifference`.
 
 The difference is ``candidate - baseline``: a drop is significant at the confidence level
@@ -20,7 +21,7 @@ when the whole interval lies below 0.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ import numpy as np
 from metrics._checks import check_pair
 from metrics.bootstrap import check_options, macro_f1_replicates
 from metrics.qa import exact_match, per_example, token_f1
+from metrics.translation import bleu_metric, chrf_metric, scores_of_resamples, sentence_statistics
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,8 @@ def _per_example(metric: str, gold: Sequence[Any], pred: Sequence[Any]) -> np.nd
     raise ValueError(f"no paired bootstrap for metric {metric!r}")
 
 
-PAIRED_METRICS = ("accuracy", "exact_match", "macro_f1", "squad_f1")
+_CORPUS_METRICS: dict[str, Callable[[], Any]] = {"bleu": bleu_metric, "chrf": chrf_metric}
+PAIRED_METRICS = ("accuracy", "bleu", "chrf", "exact_match", "macro_f1", "squad_f1")
 
 
 def paired_metric_replicates(
@@ -169,6 +172,27 @@ def paired_metric_replicates(
         ]
         reps = [macro_f1_replicates(codes[0], codes[i], idx, n_labels, len(vocab)) for i in (1, 2)]
         return points[0], points[1], reps[0], reps[1]
+    if metric in _CORPUS_METRICS:
+        return _corpus_pair(_CORPUS_METRICS[metric], gold, candidate, baseline, idx)
     cand = _per_example(metric, gold, candidate)
     base = _per_example(metric, gold, baseline)
     return float(cand.mean()), float(base.mean()), cand[idx].mean(axis=1), base[idx].mean(axis=1)
+
+
+def _corpus_pair(
+    factory: Callable[[], Any],
+    gold: Sequence[Any],
+    candidate: Sequence[Any],
+    baseline: Sequence[Any],
+    idx: np.ndarray,
+) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """sacrebleu's paired bootstrap for a corpus metric: both systems' per-sentence
+    statistics summed over the same resampled sentences (``sacrebleu --paired-bs``'s
+    procedure, on the shared index matrix so rounds and sets combine)."""
+    metric = factory()
+    points, reps = [], []
+    for pred in (candidate, baseline):
+        stats = sentence_statistics(metric, gold, [str(p) for p in pred])
+        points.append(float(scores_of_resamples(metric, stats, np.arange(len(pred))[None, :])[0]))
+        reps.append(scores_of_resamples(metric, stats, idx))
+    return points[0], points[1], reps[0], reps[1]

@@ -63,17 +63,22 @@ def slice_report(
     check_pair(groups, pred)
     metric = get_metric(metric_name)
 
-    def score(y_true: np.ndarray, y_pred: np.ndarray) -> float:
-        return metric.score(list(y_true), list(y_pred), labels)
+    gold_items, pred_items = list(gold), list(pred)
+
+    def score(rows: np.ndarray, same_rows: np.ndarray) -> float:
+        # fairlearn receives row numbers, not the gold itself: a gold entry may be a tuple of
+        # references, which fairlearn would try to stack into a matrix.
+        return metric.score([gold_items[i] for i in rows], [pred_items[i] for i in rows], labels)
 
     # fairlearn pulls in scikit-learn and SciPy (~2 s): imported when a slice is scored,
     # not by every process that merely imports the pipeline (the CLI's account commands).
     from fairlearn.metrics import MetricFrame
 
+    rows = np.arange(len(gold_items))
     frame = MetricFrame(
         metrics=score,
-        y_true=np.asarray(gold, dtype=object),
-        y_pred=np.asarray(pred, dtype=object),
+        y_true=rows,
+        y_pred=rows,
         sensitive_features=pd.Series([str(g) for g in groups], name=column),
     )
     by_group = {str(k): float(v) for k, v in frame.by_group.sort_index().items()}

@@ -50,6 +50,11 @@ class Settings:
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
+    def fooled_threshold(self, output_type: str) -> float | None:
+        """This round's threshold for the output type's fooled rule; None: the type's own
+        default (only QA's token-F1 threshold is a round setting)."""
+        return self.qa_f1_threshold if output_type == "answer" else None
+
     @classmethod
     def of(cls, stored: Mapping[str, Any] | None) -> Settings:
         """The settings stored with a round; unknown keys are ignored."""

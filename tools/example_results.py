@@ -32,6 +32,8 @@ EXAMPLES = (
     ("qa-first-words", "qa", f"python3 {MODELS}/majority/model.py --answer-first-words 3"),
     ("qa-window", "qa", f"{MODELS}/qa_window/model.py"),
     ("sentiment-null", "sentiment", f"{MODELS}/null/model.py"),
+    ("translation-copy", "translation", f"{MODELS}/translation_copy/model.py"),
+    ("translation-dictionary", "translation", f"{MODELS}/translation_dictionary/model.py"),
 )
 TIMING_KEYS = {
     "throughput",

@@ -23,7 +23,7 @@ from configs.vocabulary.refusals import Refused
 from configs.vocabulary.results import ScoreKey
 from evaluator.inputs.datasets import load_examples
 from evaluator.inputs.perturbed_sets import dataset_hash
-from evaluator.scoring.variants import bootstrap_seed
+from evaluator.scoring.variants import bootstrap_seed, gold_of
 from metrics.paired import PAIRED_METRICS, compare_replicates, paired_metric_replicates
 from usecases.service import Service
 from worker.predictions import load_predictions
@@ -100,7 +100,7 @@ def _compare_sets(
                     len(both),
                     *paired_metric_replicates(
                         task.metric,
-                        [e.target for e in both],
+                        gold_of(task, both),
                         [cand[e.uid] for e in both],
                         [base[e.uid] for e in both],
                         task.labels,

@@ -102,10 +102,14 @@ def _as_example(
     task: TaskSpec, uid: str, inputs: Mapping[str, Any], intended: Mapping[str, Any]
 ) -> Example:
     fields_ = {name: str(inputs[name]) for name in task.input_fields}
-    if task.output_type == "answer":
-        start = int(intended["answer_start"])
-        return Example(uid, fields_, str(intended["answer"]), answer_start=start)
-    return Example(uid, fields_, str(intended["label"]))
+    start = intended.get("answer_start")
+    return Example(
+        uid,
+        fields_,
+        str(intended[task.output_key]),
+        answer_start=None if start is None else int(start),
+        references=tuple(str(ref) for ref in intended.get("references") or ()),
+    )
 
 
 def _starter(context: JobContext, job: ClaimedJob) -> Any:

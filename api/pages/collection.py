@@ -19,6 +19,7 @@ from api.context import service
 from api.errors import STATUS, ApiError
 from api.pages.visibility import task_visible
 from configs.schema import TaskSpec
+from metrics.outputs import get_output_type
 from store.collection import CollectionRefused, RoundState
 from store.rules.principals import SUBMIT
 from usecases.collection.examples import MAX_EXPLANATION_CHARS, MAX_SLICE_CHARS
@@ -46,6 +47,7 @@ def _page(
     page = render_template(
         "pages/collect.html",
         task=task,
+        output=get_output_type(task.output_type),
         round=state,
         may_write=SUBMIT in principal().scopes,
         result=result,
@@ -104,12 +106,12 @@ def _body(task: TaskSpec, form: dict[str, str]) -> dict[str, Any]:
     slices = {c: form.get(f"slice_{c}", "").strip() for c in task.slices}
     if any(slices.values()):
         body["slices"] = {c: v[:MAX_SLICE_CHARS] for c, v in slices.items() if v}
-    if task.output_type == "answer":
+    if get_output_type(task.output_type).form == "span":
         answer = form.get("answer", "")
         body["answer"] = answer
         body["answer_start"] = inputs.get("context", "").find(answer) if answer else None
     else:
-        body["label"] = form.get("label") or None
+        body[task.output_key] = form.get(task.output_key) or None
     return body
 
 

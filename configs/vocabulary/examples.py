@@ -10,15 +10,17 @@ from typing import Any
 @dataclass(frozen=True)
 class Example:
     """One held-out row. ``inputs`` holds only the task's input fields (what the model sees);
-    ``target`` is the gold label (classification) or answer text (QA); ``slices`` holds the
-    slice columns (e.g. targeted group). ``answer_start`` is the QA answer's character offset
-    into ``inputs['context']`` (None for classification)."""
+    ``target`` is the gold label (classification), answer text (QA) or first reference
+    translation; ``references`` holds any further references. ``slices`` holds the slice
+    columns (e.g. targeted group). ``answer_start`` is the QA answer's character offset
+    into ``inputs['context']`` (None for other tasks)."""
 
     uid: str
     inputs: Mapping[str, str]
     target: str
     slices: Mapping[str, str] = field(default_factory=dict)
     answer_start: int | None = None
+    references: tuple[str, ...] = ()
 
     def request_instance(self, wire_id: str) -> dict[str, Any]:
         """The JSON object sent to a model: an opaque per-request id (``evaluator.transport.wire_ids``)

@@ -11,6 +11,7 @@ from typing import Any
 
 from configs.schema import DatasetSpec, TaskSpec
 from configs.vocabulary.examples import Example
+from metrics.outputs import BadGold, get_output_type
 
 
 class DatasetError(ValueError):
@@ -92,30 +93,19 @@ def _parse_row(task: TaskSpec, line: str, where: str) -> Example:
         raise DatasetError(f"{where}: not JSON (nested too deeply)") from None
     if not isinstance(row, dict):
         raise DatasetError(f"{where}: a row must be a JSON object")
-    target_key = task.output_key
-    required = ("uid", target_key, *task.input_fields, *task.slices)
+    required = ("uid", *task.input_fields, *task.slices)
     missing = [key for key in required if not isinstance(row.get(key), str)]
     if missing:
         raise DatasetError(f"{where}: missing or non-string field {missing[0]!r}")
-    if task.output_type == "label" and row[target_key] not in task.labels:
-        raise DatasetError(f"{where}: label {row[target_key]!r} not in {list(task.labels)}")
-    answer_start = row.get("answer_start")
-    if task.output_type == "answer":
-        answer_start = _check_answer_span(row, where)
+    try:
+        gold = get_output_type(task.output_type).read_gold(row, task.output_key, task.labels)
+    except BadGold as exc:
+        raise DatasetError(f"{where}: {exc}") from None
     return Example(
         uid=row["uid"],
         inputs={field: row[field] for field in task.input_fields},
-        target=row[target_key],
+        target=gold.target,
         slices={column: row[column] for column in task.slices},
-        answer_start=answer_start,
+        answer_start=gold.answer_start,
+        references=gold.references,
     )
-
-
-def _check_answer_span(row: dict, where: str) -> int | None:
-    start = row.get("answer_start")
-    if start is None:
-        return None
-    context = row.get("context", "")
-    if not isinstance(start, int) or context[start : start + len(row["answer"])] != row["answer"]:
-        raise DatasetError(f"{where}: answer_start does not point at the answer in context")
-    return start

@@ -34,14 +34,18 @@ class PerturbedSet:
 
 
 def example_to_json(example: Example) -> dict[str, Any]:
-    """The JSON object stored for one example."""
-    return {
+    """The JSON object stored for one example ("references" only where it has further
+    references, so the sets of single-reference tasks keep their bytes and hashes)."""
+    stored: dict[str, Any] = {
         "uid": example.uid,
         "inputs": dict(example.inputs),
         "target": example.target,
         "slices": dict(example.slices),
         "answer_start": example.answer_start,
     }
+    if example.references:
+        stored["references"] = list(example.references)
+    return stored
 
 
 def example_from_json(raw: dict[str, Any]) -> Example:
@@ -52,6 +56,7 @@ def example_from_json(raw: dict[str, Any]) -> Example:
         target=raw["target"],
         slices=raw["slices"],
         answer_start=raw["answer_start"],
+        references=tuple(raw.get("references", ())),
     )
 
 

@@ -14,9 +14,9 @@ import numpy as np
 from configs.schema import TaskSpec
 from configs.vocabulary.examples import Example, Prediction
 from configs.vocabulary.results import Score, ScoreKey
-from metrics.agreement import agreement
 from metrics.bootstrap import interval_of
 from metrics.metric import get_metric
+from metrics.outputs import Gold, agreement, get_output_type
 from metrics.slices import slice_report
 
 AGREEMENT = "agreement"
@@ -57,7 +57,7 @@ def performance_with_replicates(
     task: TaskSpec, key: ScoreKey, examples: Sequence[Example], predictions: Sequence[Prediction]
 ) -> tuple[Score, np.ndarray]:
     """The performance Score and its bootstrap replicates (for intervals of aggregates)."""
-    gold = [e.target for e in examples]
+    gold = gold_of(task, examples)
     pred = outputs(predictions)
     metric = get_metric(task.metric)
     value = metric.score(gold, pred, task.labels)
@@ -78,17 +78,32 @@ def performance_with_replicates(
 def secondary_scores(
     task: TaskSpec, key: ScoreKey, examples: Sequence[Example], predictions: Sequence[Prediction]
 ) -> list[Score]:
-    """QA reports exact match beside F1 (and F1 beside exact match)."""
-    if task.output_type != "answer":
-        return []
-    other = "exact_match" if task.metric == "squad_f1" else "squad_f1"
-    gold = [e.target for e in examples]
-    value = get_metric(other).score(gold, outputs(predictions), ())
-    return [Score(replace(key, metric=other), value, len(examples))]
+    """The metrics the task's output type reports beside the task's own (QA: exact match
+    beside F1 and F1 beside exact match, without intervals; translation: BLEU beside
+    chrF++, with seeded intervals like the task's own metric)."""
+    output = get_output_type(task.output_type)
+    gold = gold_of(task, examples)
+    pred = outputs(predictions)
+    scores = []
+    for other in output.secondary_metrics(task.metric):
+        metric = get_metric(other)
+        score = Score(replace(key, metric=other), metric.score(gold, pred, ()), len(examples))
+        if output.secondary_intervals and examples:
+            seed = bootstrap_seed(task.bootstrap.seed, key)
+            reps = metric.replicates(
+                gold, pred, (), n_resamples=task.bootstrap.n_resamples, seed=seed
+            )
+            interval = interval_of(reps)
+            score = replace(score, ci_low=interval.low, ci_high=interval.high)
+        scores.append(score)
+    return scores
 
 
-def agreement_kind(task: TaskSpec) -> str:
-    return "answer" if task.output_type == "answer" else "label"
+def gold_of(task: TaskSpec, examples: Sequence[Example]) -> list[object]:
+    """Each example's gold as the task's metrics take it (a label, an answer, or every
+    reference translation)."""
+    output = get_output_type(task.output_type)
+    return [output.gold_for_scoring(Gold(e.target, e.references, e.answer_start)) for e in examples]
 
 
 def variant_scores(
@@ -101,7 +116,7 @@ def variant_scores(
     and performance on the perturbed examples against gold."""
     key = replace(base, variant=run.name, variant_version=run.version, seed=run.seed)
     own = [original[e.uid].output for e in run.examples]
-    value = agreement(agreement_kind(task), own, outputs(run.predictions))  # type: ignore[arg-type]
+    value = agreement(task.output_type, own, outputs(run.predictions))
     scores = [Score(replace(key, metric=AGREEMENT), value, len(run.examples))]
     if run.examples:
         scores.append(performance_score(task, key, run.examples, run.predictions))
@@ -117,7 +132,7 @@ def pooled_agreement(
     for run in runs:
         own.extend(original[e.uid].output for e in run.examples)
         perturbed.extend(outputs(run.predictions))
-    return agreement(agreement_kind(task), own, perturbed), len(own)  # type: ignore[arg-type]
+    return agreement(task.output_type, own, perturbed), len(own)
 
 
 def slice_scores(
@@ -126,7 +141,7 @@ def slice_scores(
     """Per-group performance for every slice column, plus fairlearn's gap summaries."""
     scores: list[Score] = []
     reports: list[dict] = []
-    gold = [e.target for e in examples]
+    gold = gold_of(task, examples)
     pred = outputs(predictions)
     for column in task.slices:
         groups = [e.slices[column] for e in examples]

@@ -1,4 +1,4 @@
-"""`dynaeval evaluate <tarball | directory | reference>` on the example images of all four
+"""`dynaeval evaluate <tarball | directory | reference>` on the example images of all five
 tasks gives the same metrics as the same models run as local processes."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ CASES = [  # task, example dir, how the image reaches `evaluate`
     ("nli", "nli_overlap", "tarball"),
     ("hate_speech", "hate_lexicon", "reference"),
     ("qa", "qa_window", "reference"),
+    ("translation", "translation_dictionary", "directory"),
 ]
 
 

@@ -46,7 +46,7 @@ def test_qa_partial_overlap_below_threshold_fools() -> None:
 def test_qa_threshold_is_a_strict_bound() -> None:
     # gold "w x" (2), pred "w y z" (3): P 1/3, R 1/2, F1 = 2*(1/6)/(5/6) = 0.4.
     assert not is_fooled("answer", {"answer": "w x"}, {"answer": "w y z"})
-    assert is_fooled("answer", {"answer": "w x"}, {"answer": "w y z"}, qa_f1_threshold=0.41)
+    assert is_fooled("answer", {"answer": "w x"}, {"answer": "w y z"}, threshold=0.41)
 
 
 def test_qa_empty_answer_fools() -> None:

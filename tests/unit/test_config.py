@@ -18,13 +18,14 @@ from evaluator.inputs.datasets import load_examples
 from evaluator.tasks import load_task, load_tasks
 from tests.conftest import FIXTURES, make_config_dir
 
-ROUNDS = {"nli": 4, "qa": 2, "sentiment": 3, "hate_speech": 4}
+ROUNDS = {"nli": 4, "qa": 2, "sentiment": 3, "hate_speech": 4, "translation": 2}
 DEFAULT_WEIGHTS = {"performance": 4, "throughput": 1, "memory": 1, "robustness": 1, "fairness": 1}
 FIELDS = {
     "nli": ("context", "hypothesis"),
     "qa": ("context", "question"),
     "sentiment": ("statement",),
     "hate_speech": ("statement",),
+    "translation": ("sourceText", "sourceLanguage", "targetLanguage"),
 }
 
 
@@ -254,7 +255,7 @@ def test_load_task_reads_one_file_with_the_defaults_beside_it(config_dir: Path) 
 def test_public_dict_shows_fields_labels_rounds_and_limits(toy_task: Any) -> None:
     public = toy_task.public_dict()
     assert public["input_fields"] == ["premise", "claim"]
-    assert public["output"] == {"type": "label", "labels": ["yes", "no", "maybe"]}
+    assert public["output"] == {"type": "label", "key": "label", "labels": ["yes", "no", "maybe"]}
     assert [r["name"] for r in public["rounds"]] == ["alpha", "r12"]
     assert public["limits"]["startup_s"] == 10
     json.dumps(public)  # JSON-ready

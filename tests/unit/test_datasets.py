@@ -40,6 +40,20 @@ SPEC = {
         "keys": ["uid", "statement", "label", "target"],
         "labels": {"hateful", "not-hateful"},
     },
+    "translation": {
+        "rounds": ["r1", "r2"],
+        "keys": [
+            "uid",
+            "sourceText",
+            "sourceLanguage",
+            "targetLanguage",
+            "translatedText",
+            "references",
+            "direction",
+            "gender",
+        ],
+        "labels": None,
+    },
 }
 MIN_ROWS = 60
 MIN_FAIRNESS_SHARE = 0.30
@@ -73,6 +87,8 @@ def test_rows_are_well_formed(task, rnd):
         for key in spec["keys"]:
             if key == "answer_start":
                 assert isinstance(row[key], int) and row[key] >= 0
+            elif key == "references":  # further reference translations, maybe none
+                assert all(isinstance(ref, str) and ref.strip() for ref in row[key])
             else:
                 assert isinstance(row[key], str) and row[key].strip(), (key, row)
         if spec["labels"] is not None:

@@ -5,9 +5,10 @@ import math
 import pytest
 from sklearn.metrics import f1_score
 
-from metrics.agreement import agreement, label_agreement, qa_agreement
+from metrics.agreement import label_agreement, qa_agreement
 from metrics.classification import accuracy, macro_f1
 from metrics.metric import get_metric, metric_names
+from metrics.outputs import agreement
 from metrics.qa import exact_match, normalize_answer, qa_exact_match, qa_f1, token_f1
 from metrics.resources import summarize_memory, summarize_throughput
 
@@ -82,7 +83,7 @@ def test_qa_aggregates_take_the_best_gold_answer():
 
 
 def test_registry_names_and_scores():
-    assert metric_names() == ("accuracy", "exact_match", "macro_f1", "squad_f1")
+    assert metric_names() == ("accuracy", "bleu", "chrf", "exact_match", "macro_f1", "squad_f1")
     assert get_metric("accuracy").score(["a", "b"], ["a", "a"], ["a", "b"]) == 50.0
     assert get_metric("squad_f1").score(["the cat"], ["cat"], []) == 100.0
     assert get_metric("macro_f1").higher_is_better
@@ -99,6 +100,8 @@ def test_each_metric_knows_the_output_it_scores():
         "macro_f1": "label",
         "squad_f1": "answer",
         "exact_match": "answer",
+        "bleu": "translation",
+        "chrf": "translation",
     }
 
 
@@ -111,7 +114,7 @@ def test_label_and_answer_agreement():
 def test_agreement_is_none_when_there_is_nothing_to_compare():
     assert agreement("label", [], []) is None
     assert agreement("answer", ["x y"], ["x"]) == pytest.approx(100 * 2 / 3)
-    with pytest.raises(ValueError, match="unknown agreement kind"):
+    with pytest.raises(ValueError, match="unknown output type 'span'"):
         agreement("span", ["a"], ["a"])  # type: ignore[arg-type]
 
 

@@ -112,4 +112,4 @@ def test_accuracy_and_qa_metrics_are_means_of_per_example_values() -> None:
     )
     assert (point_c, point_b) == (100.0, 0.0)
     with pytest.raises(ValueError):
-        paired_metric_replicates("bleu", ["x"], ["x"], ["x"], [], n_resamples=5)
+        paired_metric_replicates("meteor", ["x"], ["x"], ["x"], [], n_resamples=5)

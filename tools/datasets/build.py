@@ -32,6 +32,7 @@ from hate_speech import build_hate_speech
 from nli import build_nli
 from qa import build_qa
 from sentiment import build_sentiment
+from translation import build_translation
 
 SEED = 20240611
 OUT_DIR = Path(__file__).resolve().parents[2] / "configs" / "datasets"
@@ -42,6 +43,7 @@ TASKS: dict[str, tuple[list[str], Builder]] = {
     "qa": (["r1", "r2"], build_qa),
     "sentiment": (["r1", "r2", "r3"], build_sentiment),
     "hate_speech": (["r1", "r2", "r3", "r4"], build_hate_speech),
+    "translation": (["r1", "r2"], build_translation),
 }
 
 

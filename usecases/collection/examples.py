@@ -10,6 +10,7 @@ from typing import Any
 
 from configs.schema import TaskSpec
 from evaluator.inputs.datasets import DatasetError, parse_lines
+from metrics.outputs import OUTPUT_TYPES, get_output_type
 from store.collection import CollectionRefused
 
 MAX_EXPLANATION_CHARS = 1000
@@ -38,10 +39,26 @@ def check_example(task: TaskSpec, body: Mapping[str, Any], max_chars: int) -> Ch
             raise _invalid(f"inputs.{name}: write some text")
         if len(inputs[name]) > max_chars:
             raise _invalid(f"inputs.{name}: at most {max_chars} characters")
+    _refuse_unknown_keys(task, body)
     intended = _intended(task, body)
     slices = _slices(task, body.get("slices"))
     _parse(task, inputs, intended)
     return CheckedExample({n: inputs[n] for n in task.input_fields}, intended, slices)
+
+
+_BODY_KEYS = ("inputs", "explanation", "slices", "model_id")
+
+
+def _refuse_unknown_keys(task: TaskSpec, body: Mapping[str, Any]) -> None:
+    """A key neither the example's nor any output type's gold is a mistake worth naming."""
+    others = (OUTPUT_TYPES.get(name) for name in OUTPUT_TYPES.names())
+    known = {*_BODY_KEYS, task.output_key, *(f for o in others for f in o.gold_fields(o.key))}
+    unknown = sorted(set(body) - known)
+    if unknown:
+        raise _invalid(f"{unknown[0]}: unknown field")
+    gold = body.get(task.output_key)
+    if gold is not None and not isinstance(gold, str):
+        raise _invalid(f"{task.output_key}: text")
 
 
 def _slices(task: TaskSpec, given: Any) -> dict[str, str]:
@@ -65,27 +82,23 @@ def _slices(task: TaskSpec, given: Any) -> dict[str, str]:
     return found
 
 
-# What each output type's intended output is written with; the others' fields are refused,
-# not dropped (a writer who sends an answer to a label task meant something by it).
-_INTENDED_FIELDS = {"answer": ("answer", "answer_start"), "label": ("label",)}
-
-
 def _intended(task: TaskSpec, body: Mapping[str, Any]) -> dict[str, Any]:
-    own = _INTENDED_FIELDS.get(task.output_type, ())
-    foreign = sorted(
-        f for fields_ in _INTENDED_FIELDS.values() for f in fields_ if f in body and f not in own
-    )
+    """The writer's gold, by the output type's fields; another type's fields are refused,
+    not dropped (a writer who sends an answer to a label task meant something by it)."""
+    output = get_output_type(task.output_type)
+    own = output.gold_fields(task.output_key)
+    others = (OUTPUT_TYPES.get(name) for name in OUTPUT_TYPES.names())
+    known = {f for other in others for f in other.gold_fields(other.key)}
+    foreign = sorted(f for f in known if f in body and f not in own)
     if foreign:
         raise _invalid(
             f"{foreign[0]}: this task's examples take {' and '.join(own)}, not {foreign[0]}"
         )
-    if task.output_type == "answer":
-        if not body.get("answer") or body.get("answer_start") is None:
-            raise _invalid("answer: send the answer and its answer_start in the context")
-        return {"answer": body["answer"], "answer_start": body["answer_start"]}
-    if body.get("label") is None:
-        raise _invalid(f"label: choose one of {list(task.labels)}")
-    return {"label": body["label"]}
+    required = (task.output_key, *output.written_required)
+    if any(body.get(f) is None or body.get(f) == "" for f in required):
+        hint = output.write_hint.format(labels=list(task.labels))
+        raise _invalid(f"{task.output_key}: {hint}")
+    return {f: body[f] for f in own if f in body}
 
 
 def _parse(task: TaskSpec, inputs: Mapping[str, str], intended: Mapping[str, Any]) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from configs.schema import TaskSpec
+from metrics.outputs import get_output_type
 from store.collection import Collection, StoredExample
 from usecases.collection.writing import stop_round_models
 from usecases.rounds import Change, RoundRefused, Upload, add_dataset
@@ -82,11 +83,8 @@ def dataset_lines(task: TaskSpec, rows: list[StoredExample]) -> bytes:
     lines = []
     for row in rows:
         record: dict[str, Any] = {"uid": f"collected-{row.id}", **row.inputs}
-        if task.output_type == "answer":
-            record["answer"] = row.intended["answer"]
-            record["answer_start"] = row.intended.get("answer_start")
-        else:
-            record[task.output_key] = row.intended["label"]
+        gold_fields = get_output_type(task.output_type).gold_fields(task.output_key)
+        record.update({f: row.intended[f] for f in gold_fields if f in row.intended})
         for column in task.slices:  # as the writer gave it, else said to be unknown
             record.setdefault(column, row.slices.get(column) or UNSPECIFIED_SLICE)
         record["provenance"] = provenance(row)  # the evaluator reads only the task's fields

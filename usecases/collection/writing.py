@@ -50,7 +50,11 @@ def write_example(
             prediction = svc.live.answer(live, task, checked.inputs)
             answer = {task.output_key: prediction.output}
             fooled = is_fooled(
-                task.output_type, checked.intended, prediction, state.settings.qa_f1_threshold
+                task.output_type,
+                checked.intended,
+                prediction,
+                state.settings.fooled_threshold(task.output_type),
+                task.output_key,
             )
         except LiveModelError as exc:
             error = f"{exc.code}: {exc.message}"[:300]

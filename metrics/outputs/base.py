@@ -1,0 +1,85 @@
+"""What a task's output type declares: the one place the code learns what a model answers,
+how gold is written and read, which metrics score it, how a model agrees with itself under
+perturbation and what fools it in the dynamic loop. A new type is one module beside this
+one and an entry in the registry (``metrics.outputs``); nothing else branches on a type.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+class BadGold(ValueError):
+    """A dataset row's gold does not fit the output type; ``str()`` says why."""
+
+
+@dataclass(frozen=True)
+class Gold:
+    """The gold of one row: ``target`` (the first reference), further ``references`` and,
+    for extractive answers, the answer's character offset into the context."""
+
+    target: str
+    references: tuple[str, ...] = ()
+    answer_start: int | None = None
+
+    @property
+    def all_references(self) -> tuple[str, ...]:
+        return (self.target, *self.references)
+
+
+# (row, key, labels) -> Gold, or BadGold naming the problem
+ReadGold = Callable[[Mapping[str, Any], str, Sequence[str]], Gold]
+# (model outputs on the originals, outputs on the perturbed inputs) -> 0..100
+Agreement = Callable[[Sequence[str], Sequence[str]], float]
+# (intended gold references, the model's answer, threshold) -> fooled?
+Fooled = Callable[[Sequence[str], str, float], bool]
+
+
+@dataclass(frozen=True)
+class OutputType:
+    """One kind of task output. ``key`` is the JSON field a model answers with and a row's
+    gold is under (a task may rename it where ``renamable``); every task of the type reports
+    the ``reported`` metrics beside its own one (label tasks report only their own)."""
+
+    name: str
+    key: str
+    reported: tuple[str, ...]
+    read_gold: ReadGold
+    agreement: Agreement
+    fooled: Fooled
+    fooled_threshold: float  # on the scale ``fooled`` compares against
+    takes_labels: bool = False
+    renamable: bool = False
+    several_references: bool = False  # gold is scored as all references, not the first
+    secondary_intervals: bool = False  # the metrics beside the task's own get intervals too
+    # A writer's example in the dynamic loop: the gold fields beside the key, those of them
+    # it must send, and what to tell a writer who sent no gold ({labels} is filled in).
+    extra_gold_fields: tuple[str, ...] = ()
+    written_required: tuple[str, ...] = ()
+    write_hint: str = "send the intended output"
+    form: str = "text"  # how a page asks a writer for gold: "choice", "span" or "text"
+    noun: str = "output"  # what a writer intends, in a sentence ("the label you intend")
+
+    def gold_fields(self, key: str) -> tuple[str, ...]:
+        """Every field a row's gold is written with, under the task's ``key``."""
+        return (key, *self.extra_gold_fields)
+
+    def gold_for_scoring(self, gold: Gold) -> Any:
+        """What this type's metrics take as one gold entry."""
+        return gold.all_references if self.several_references else gold.target
+
+    def secondary_metrics(self, primary: str) -> tuple[str, ...]:
+        """The metrics reported beside a task's own one."""
+        return tuple(name for name in self.reported if name != primary)
+
+
+def text_field(row: Mapping[str, Any], key: str) -> str:
+    """``row[key]`` when it is a string, else BadGold."""
+    value = row.get(key)
+    if not isinstance(value, str):
+        raise BadGold(f"missing or non-string field {key!r}")
+    return value

@@ -1,0 +1,121 @@
+"""The dynamic loop on the translation task, through the API: a writer sends a source and
+reference translations, the model in the loop translates, and "fooled" is chrF++ below the
+threshold; gold fields of other output types are refused; a frozen example is a row the
+translation parser reads back with every reference."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.app import create_app
+from configs.vocabulary.clock import ManualClock
+from evaluator.inputs.datasets import parse_lines
+from store.accounts import Accounts
+from store.collection import StoredExample
+from tests.unit.auth_helpers import issue_token
+from tests.unit.test_api import AXES_A, assert_error, finished
+from tests.unit.test_collection_api import FakePool, World, url
+from usecases.collection.freezing import dataset_lines
+from usecases.service import Service
+
+TASK = "translation"
+SOURCE = {
+    "sourceText": "Today Nora reads a book at the library.",
+    "sourceLanguage": "eng_Latn",
+    "targetLanguage": "deu_Latn",
+}
+REFERENCE = "Heute liest Nora ein Buch in der Bibliothek."
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    service = Service.open(tmp_path / "data", clock=ManualClock())
+    tokens = {name: issue_token(service, name, "researcher") for name in ("writer", "owner")}
+    Accounts(service.db).set_task_access(TASK, "owner", private=False)
+    models = {"t": finished(service, "t", AXES_A, task=TASK)}
+    pool = FakePool()
+    service.live = pool  # type: ignore[assignment]
+    yield World(create_app(service), service, tokens, models, pool)
+    service.close()
+
+
+def open_translation_round(world: World) -> None:
+    body = {"model_ids": [world.models["t"]]}
+    answer = world.client("owner").post(url(TASK), json=body)
+    assert answer.status_code == 201, answer.get_json()
+
+
+def write(world: World, **body: Any) -> Any:
+    body.setdefault("inputs", SOURCE)
+    return world.client("writer").post(url(TASK, "examples"), json=body)
+
+
+def test_a_close_translation_does_not_fool_and_a_wrong_one_does(world: World) -> None:
+    open_translation_round(world)
+    world.pool.output = "Nora liest heute ein Buch in der Bibliothek."
+    close = write(world, translatedText=REFERENCE, references=[world.pool.output])
+    assert close.status_code == 201, close.get_json()
+    assert close.get_json()["fooled"] is False
+    world.pool.output = "Today Nora reads a book."
+    wrong = write(world, translatedText=REFERENCE)
+    assert wrong.status_code == 201 and wrong.get_json()["fooled"] is True
+    sent = [inputs for _, inputs in world.pool.calls]
+    assert all(REFERENCE not in str(inputs) for inputs in sent)  # never the intended output
+
+
+def test_other_types_gold_and_missing_references_are_refused(world: World) -> None:
+    open_translation_round(world)
+
+    def refused(answer: Any, words: str) -> None:
+        assert words in assert_error(answer, 422)["message"]
+
+    refused(write(world, label="positive", translatedText=REFERENCE), "label")
+    refused(write(world), "reference translation")
+    refused(write(world, translatedText=REFERENCE, references="one"), "references")
+    refused(write(world, translatedText=REFERENCE, references=[""]), "empty")
+    refused(write(world, translatedText=REFERENCE, colour="blue"), "colour: unknown field")
+    refused(write(world, translatedText=["a"]), "translatedText")
+    assert world.pool.calls == []  # nothing refused reached the model
+
+
+def test_a_frozen_translation_row_keeps_every_reference(world: World) -> None:
+    task = world.service.tasks[TASK]
+    row = StoredExample(
+        id="x1",
+        author_id="u",
+        origin="written",
+        inputs=SOURCE,
+        intended={"translatedText": REFERENCE, "references": ["Nora liest heute ein Buch."]},
+        explanation=None,
+        model_id=None,
+        model_answer=None,
+        fooled=True,
+        answer_error=None,
+        verdict="correct",
+        created_at=datetime(2026, 1, 1),
+        slices={"direction": "en-de"},
+    )
+    (example,) = parse_lines(task, dataset_lines(task, [row]).decode().splitlines(), "frozen")
+    assert example.target == REFERENCE and example.references == ("Nora liest heute ein Buch.",)
+    assert example.slices == {"direction": "en-de", "gender": "unspecified"}
+
+
+def test_the_page_asks_for_a_translation_and_writes_it(world: World) -> None:
+    from tests.unit.test_collection_api import ROUND
+
+    open_translation_round(world)
+    page = f"/tasks/{TASK}/rounds/{ROUND}/collect"
+    html = world.client("writer").get(page).get_data(as_text=True)
+    assert 'name="translatedText"' in html and "the translation you intend" in html
+    assert 'name="label"' not in html
+    form = {f"input_{name}": value for name, value in SOURCE.items()}
+    world.pool.output = "Today Nora reads a book."
+    written = world.client("writer").post(page, data={**form, "translatedText": REFERENCE})
+    assert written.status_code == 201 and "You fooled the model" in written.get_data(as_text=True)
+    empty = world.client("writer").post(page, data=form)
+    assert empty.status_code == 422 and "reference translation" in empty.get_data(as_text=True)
