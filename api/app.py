@@ -21,6 +21,7 @@ from api.pages.site import pages
 from api.rounds import blp as rounds_blp
 from api.routes import blp
 from api.schemas import ErrorSchema
+from api.task_creation import blp as task_creation_blp
 from api.validation import blp as validation_blp
 from api.views import blp as views_blp
 from api.views import view_pages
@@ -54,6 +55,7 @@ def create_app(service: Service, allowed_hosts: Iterable[str] | None = None) -> 
     api.register_blueprint(accounts_blp)
     api.register_blueprint(views_blp)
     api.register_blueprint(rounds_blp)
+    api.register_blueprint(task_creation_blp)
     api.register_blueprint(webhooks_blp)
     api.register_blueprint(collection_blp)
     api.register_blueprint(validation_blp)

@@ -68,6 +68,7 @@ _TABLE: dict[tuple[str, str], Need] = {
     ("PUT", f"{_TASK}/access"): OPERATES,
     # tasks and boards: public reading (a private task is 404 to others: the view's check)
     ("GET", "/api/v1/tasks"): OPEN,
+    ("POST", "/api/v1/tasks"): WRITES,  # and an admin's or an author's role (the view)
     ("GET", _TASK): OPEN,
     ("GET", f"{_TASK}/leaderboard"): OPEN,
     ("GET", f"{_TASK}/leaderboard/download"): OPEN,

@@ -14,6 +14,7 @@ from client import commands
 from client.images import add_images_parser
 from client.rerun import cmd_rerun
 from client.rounds import add_rounds_parser
+from client.task_creation import add_create_parser
 from configs.schema import ConfigError
 from configs.vocabulary.scopes import MAX_TOKEN_DAYS, SCOPES
 from evaluator.transport.dialects import DEFAULT_DIALECT, dialect_choices
@@ -164,8 +165,10 @@ def _worker(sub: Subparsers) -> None:
 
 
 def _tasks(sub: Subparsers) -> None:
-    tasks = sub.add_parser("tasks", help="list the tasks")
+    tasks = sub.add_parser("tasks", help="list the tasks (from the files), or create one")
     tasks.add_argument("--json", action="store_true")
+    actions = tasks.add_subparsers(dest="tasks_command", metavar="ACTION")
+    add_create_parser(actions)
 
 
 def _evaluate(sub: Subparsers) -> None:
@@ -375,7 +378,12 @@ def _users(sub: Subparsers) -> None:
     add.add_argument("name")
     role = add.add_mutually_exclusive_group()
     role.add_argument("--admin", action="store_true", help="an admin (tasks, users, everything)")
-    role.add_argument("--role", choices=["admin", "researcher"], default="researcher")
+    role.add_argument(
+        "--role",
+        choices=["admin", "author", "researcher"],
+        default="researcher",
+        help="an author is a researcher who may also create tasks (default: researcher)",
+    )
     password = add.add_mutually_exclusive_group()
     password.add_argument(
         "--password-stdin", action="store_true", help="read the password from stdin"

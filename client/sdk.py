@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -300,6 +301,18 @@ class DynaevalClient:
         if exists and weight is not None:
             change = {**change, "round": self.set_round_weight(task, round_name, weight)["round"]}
         return change
+
+    def create_task(self, spec: str | Path, data: Mapping[str, str | Path]) -> dict[str, Any]:
+        """Create a task (an admin or an author) from a spec file (YAML or JSON) and one
+        JSONL file per dataset, keyed ``ROUND`` (dataset ``test``) or ``ROUND/DATASET``."""
+        with contextlib.ExitStack() as stack:
+            files = {
+                f"data/{key}": (Path(path).name, stack.enter_context(open(path, "rb")))
+                for key, path in data.items()
+            }
+            form = {"spec": Path(spec).read_text(encoding="utf-8")}
+            created: dict[str, Any] = self._call("POST", "/tasks", data=form, files=files)
+        return created
 
     def set_round_weight(self, task: str, round_name: str, weight: float) -> dict[str, Any]:
         return self._call("PATCH", f"/tasks/{task}/rounds/{round_name}", json={"weight": weight})

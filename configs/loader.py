@@ -109,12 +109,16 @@ def load_task(path: str | Path, plugins: Plugins, config_dir: Path | None = None
     return parse_task(read_task(path, config_dir), plugins, config_dir, str(path))
 
 
+def with_defaults(raw: Mapping[str, Any], config_dir: Path) -> dict[str, Any]:
+    """A task mapping (a file's or an uploaded one) merged over the shared defaults."""
+    defaults = load_defaults(config_dir) if (config_dir / "defaults.yaml").exists() else {}
+    return _merge(defaults, raw)
+
+
 def read_task(path: Path, config_dir: Path) -> dict[str, Any]:
     """One task file merged over the defaults, not yet validated (the form a stored spec
     keeps, so the database and the files are checked by the same parser)."""
-    raw = _read_yaml(path)
-    defaults = load_defaults(config_dir) if (config_dir / "defaults.yaml").exists() else {}
-    return _merge(defaults, raw)
+    return with_defaults(_read_yaml(path), config_dir)
 
 
 def parse_task(

@@ -10,7 +10,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, overload
@@ -148,9 +148,24 @@ class TaskCatalog(Mapping[str, TaskSpec]):
         self.refresh(base.task)
         return task, added
 
-    def parse(self, spec: Mapping[str, Any], source: str) -> TaskSpec:
-        """A stored spec validated by the loader that validates every task file."""
-        return loader.parse_task(spec, PLUGINS, self.config_dir, source, self.blobs.local_path)
+    def create(self, spec: dict[str, Any], datasets: Sequence[NewDataset], reason: str) -> TaskSpec:
+        """Store a new task's ``spec`` (merged over the defaults) as its version 1 with
+        ``datasets`` (their blobs stored already). ConfigError when invalid;
+        ConcurrentChange when the task exists."""
+        spec = {**spec, "version": 1}
+        task = self.parse(spec, "the uploaded spec")
+        self.versions.write(task.name, 1, spec, seed_hash="", reason=reason, more=datasets)
+        self.refresh(task.name)
+        return task
+
+    def parse(
+        self, spec: Mapping[str, Any], source: str, resolve: Callable[[str], Path] | None = None
+    ) -> TaskSpec:
+        """A stored spec validated by the loader that validates every task file (blob keys
+        read through ``resolve``, by default the blob store's local copies)."""
+        return loader.parse_task(
+            spec, PLUGINS, self.config_dir, source, resolve or self.blobs.local_path
+        )
 
     def seed(self, tasks_dir: Path) -> None:
         """Store each task file's spec as a version when the file is new or changed since

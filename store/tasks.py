@@ -7,6 +7,7 @@ overwriting (``ConcurrentChange``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -104,9 +105,11 @@ class TaskVersions:
         seed_hash: str,
         reason: str,
         dataset: NewDataset | None = None,
+        more: Sequence[NewDataset] = (),
     ) -> StoredDataset | None:
         """Store ``spec`` as ``task``'s ``version`` together with ``dataset`` (its version is
-        the next of its name in its round); ConcurrentChange when the version exists."""
+        the next of its name in its round) and ``more`` sets (a task created with several);
+        ConcurrentChange when the version exists. Returns ``dataset``'s record."""
         now = self.clock.now()
         try:
             with self.db.session() as session, session.begin():
@@ -121,6 +124,9 @@ class TaskVersions:
                     )
                 )
                 session.flush()  # the version claim comes first: a race fails here
+                for extra in more:
+                    session.add(_dataset_row(task, version, extra, now, session))
+                    session.flush()
                 if dataset is None:
                     return None
                 row = _dataset_row(task, version, dataset, now, session)

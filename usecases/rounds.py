@@ -67,9 +67,9 @@ def add_dataset(svc: Service, task: TaskSpec, upload: Upload) -> Change:
     catalog = _catalog(svc)
     with tempfile.TemporaryDirectory(prefix="dynaeval-dataset-") as folder:
         path = Path(folder) / "data.jsonl"
-        _receive(upload.stream, path, svc.max_dataset_bytes)
+        take_upload(upload.stream, path, svc.max_dataset_bytes)
         try:
-            digest = check_file(task, path, _shown_name(upload.filename))
+            digest = check_file(task, path, shown_name(upload.filename))
         except DatasetError as exc:
             raise RoundRefused("invalid", "invalid_dataset", str(exc)) from None
         key = f"datasets/{digest.sha256}.jsonl"
@@ -164,13 +164,13 @@ def _catalog(svc: Service) -> TaskCatalog:
     return svc.catalog
 
 
-def _shown_name(filename: str) -> str:
+def shown_name(filename: str) -> str:
     """The upload's file name as its errors quote it: the last part, printable, short."""
     name = "".join(c for c in Path(filename or "").name if c.isprintable())[:100]
     return name or "upload"
 
 
-def _receive(stream: IO[bytes], path: Path, limit: int) -> None:
+def take_upload(stream: IO[bytes], path: Path, limit: int) -> None:
     """Copy ``stream`` to ``path`` a chunk at a time, refusing more than ``limit`` bytes."""
     size = 0
     with path.open("wb") as out:

@@ -21,8 +21,13 @@ from configs.vocabulary.scopes import (
 __all__ = ["ADMIN_SCOPE", "DEFAULT_TOKEN_SCOPES", "READ", "SCOPES", "SUBMIT", "TOKENS"]
 
 ADMIN, RESEARCHER = "admin", "researcher"
-ROLES = (ADMIN, RESEARCHER)
-ROLE_SCOPES = {ADMIN: frozenset(SCOPES), RESEARCHER: frozenset({READ, SUBMIT, TOKENS})}
+AUTHOR = "author"  # a researcher an operator has granted task creation
+ROLES = (ADMIN, AUTHOR, RESEARCHER)
+ROLE_SCOPES = {
+    ADMIN: frozenset(SCOPES),
+    AUTHOR: frozenset({READ, SUBMIT, TOKENS}),
+    RESEARCHER: frozenset({READ, SUBMIT, TOKENS}),
+}
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,11 @@ class Principal:
     @property
     def is_admin(self) -> bool:
         return self.role == ADMIN and ADMIN_SCOPE in self.scopes
+
+    @property
+    def may_create_tasks(self) -> bool:
+        """Admins, and authors with a credential that may write."""
+        return self.is_admin or (self.role == AUTHOR and SUBMIT in self.scopes)
 
     def may_see_task(self, task: TaskAccess) -> bool:
         """Public tasks are everyone's; a private one only its owner's and the admins'."""

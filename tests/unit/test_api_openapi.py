@@ -53,6 +53,8 @@ ERRORS = {
     ("/api/v1/tasks/{task_name}/default-view", "put"): {"401", "403", "404", "422", "429"},
     ("/api/v1/tasks/{task_name}/snapshots", "post"): {"401", "403", "404", "422", "429"},
     ("/api/v1/snapshots/{snapshot_id}", "get"): {"404"},
+    # creating a task (api/task_creation.py)
+    ("/api/v1/tasks", "post"): {"400", "401", "403", "409", "413", "422", "429"},
     # rounds and datasets (api/rounds.py)
     ("/api/v1/tasks/{task_name}/rounds", "get"): {"404"},
     ("/api/v1/tasks/{task_name}/rounds", "post"): {

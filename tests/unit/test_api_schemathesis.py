@@ -164,6 +164,7 @@ DATA_DEPENDENT = {
     ("GET", "/api/v1/tasks/{task_name}/submissions"),
     ("GET", "/api/v1/tasks/{task_name}/leaderboard"),
     ("GET", "/api/v1/tasks/{task_name}/leaderboard/download"),
+    ("POST", "/api/v1/tasks"),  # a spec is a task file: the parser, not a schema, checks it
     ("POST", "/api/v1/tasks/{task_name}/rounds"),
     ("POST", "/api/v1/tasks/{task_name}/rounds/{round_name}/datasets"),
     ("POST", "/api/v1/tasks/{task_name}/rounds/{round_name}/collection"),
