@@ -63,17 +63,38 @@ def post_task() -> tuple[dict[str, Any], int]:
     who = principal()
     if not who.may_create_tasks:
         raise ApiError(403, "may_not_create_tasks", "only admins and authors create tasks")
+    if request.mimetype != "multipart/form-data":
+        raise ApiError(400, "bad_request", "send a multipart/form-data form: spec and data files")
     svc = service()
     request.max_content_length = 16 * svc.max_dataset_bytes + MAX_SPEC_BYTES + 2**20
     spec = request.form.get("spec")
+    if spec is not None and not _was_utf8(spec):
+        raise ApiError(422, "invalid_spec", "spec: not UTF-8 text")
     if spec is None:
         upload = request.files.get("spec")
-        spec = upload.stream.read(MAX_SPEC_BYTES + 1).decode("utf-8", "replace") if upload else None
+        spec = _utf8(upload.stream.read(MAX_SPEC_BYTES + 1)) if upload else None
     if spec is None:
         raise ApiError(422, "invalid_spec", "spec: send the task spec as the form field 'spec'")
     files = [_dataset_file(field, upload) for field, upload in request.files.items(multi=True)
              if field != "spec"]  # fmt: skip
     return create_task(svc, spec, files, who.name), 201
+
+
+def _was_utf8(text: str) -> bool:
+    """False where the form decoder met bytes that are not UTF-8 (kept as surrogates, or
+    replaced by U+FFFD, by werkzeug's versions)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\ufffd" not in text
+
+
+def _utf8(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApiError(422, "invalid_spec", "spec: not UTF-8 text") from None
 
 
 def _dataset_file(field: str, upload: Any) -> DatasetFile:

@@ -77,6 +77,9 @@ class DeclaresOutput(Protocol):
     @property
     def renamable(self) -> bool: ...
 
+    @property
+    def extra_gold_fields(self) -> tuple[str, ...]: ...
+
 
 _Entry = TypeVar("_Entry", covariant=True)
 
@@ -206,6 +209,7 @@ class _TaskParser:
             raise self.fail("name", "must be lower-case letters, digits and '_'")
         fields = self.names(raw["input_fields"], "input_fields")
         output_type, labels, output_field = self.output(raw["output"])
+        self.no_gold_among_inputs(fields, output_type, output_field)
         perturb_fields = self.names(raw.get("perturb_fields", list(fields)), "perturb_fields")
         if not set(perturb_fields) <= set(fields):
             raise self.fail("perturb_fields", "must be a subset of input_fields")
@@ -216,7 +220,7 @@ class _TaskParser:
         return TaskSpec(
             name=name,
             version=self.integer(raw["version"], "version", minimum=1),
-            description=str(raw.get("description", "")),
+            description=self.description(raw.get("description", "")),
             input_fields=fields,
             output_type=output_type,
             labels=labels,
@@ -240,6 +244,18 @@ class _TaskParser:
             publish_results=self.flag(raw.get("publish_results", False), "publish_results"),
             output_field=output_field,
         )
+
+    def description(self, value: Any) -> str:
+        if not isinstance(value, str):
+            raise self.fail("description", "must be text")
+        return value
+
+    def no_gold_among_inputs(self, fields: tuple[str, ...], kind: str, key: str) -> None:
+        """What a model is sent never holds the gold or the row's uid."""
+        gold = {key, "uid", *self.plugins.outputs.get(kind).extra_gold_fields}
+        leaked = [f for f in fields if f in gold]
+        if leaked:
+            raise self.fail("input_fields", f"{leaked[0]!r} is the gold or the uid, never an input")
 
     def flag(self, value: Any, field: str) -> bool:
         if not isinstance(value, bool):
@@ -287,7 +303,7 @@ class _TaskParser:
         allowed |= {"key"} if declared.renamable else set()
         if set(spec) - allowed:
             extra = sorted(set(spec) - allowed)[0]
-            raise self.fail(f"output.{extra}", f"an {kind!r} output takes no {extra!r} key")
+            raise self.fail(f"output.{extra}", f"the {kind!r} output takes no {extra!r} key")
         key = declared.key
         if "key" in spec:
             key = self.text(spec["key"], "output.key")

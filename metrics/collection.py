@@ -16,7 +16,6 @@ from typing import Any
 from configs.vocabulary.examples import Prediction
 from metrics.outputs import get_output_type
 from metrics.outputs.span import DEFAULT_QA_F1_THRESHOLD
-from metrics.outputs.translation import MORE_REFERENCES
 
 __all__ = ["DEFAULT_QA_F1_THRESHOLD", "is_fooled"]
 
@@ -28,21 +27,20 @@ def is_fooled(
     threshold: float | None = None,
     key: str | None = None,
 ) -> bool:
-    """True when ``predicted`` misses ``intended`` (gold under the type's ``key``, further
-    references under "references"); ``predicted`` is a Prediction or a mapping with the same
+    """True when ``predicted`` misses ``intended`` (gold as the type writes it: under the
+    ``key``, further references under "references"; VQA: "answers"); ``predicted`` is a Prediction or a mapping with the same
     key. ``threshold`` defaults to the type's. ValueError on an unknown output type or a
     missing or non-string answer."""
     output = get_output_type(output_type)
     key = key or output.key
-    wanted = _text(intended, key, "intended")
-    more = intended.get(MORE_REFERENCES) or []
+    wanted = output.written_references(intended, key)
     given = (
         predicted.output
         if isinstance(predicted, Prediction)
         else _text(predicted, key, "predicted")
     )
     limit = output.fooled_threshold if threshold is None else threshold
-    return output.fooled((wanted, *[str(ref) for ref in more]), given, limit)
+    return output.fooled(wanted, given, limit)
 
 
 def _text(values: Mapping[str, Any], key: str, what: str) -> str:

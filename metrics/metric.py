@@ -26,6 +26,7 @@ from metrics.bootstrap import (
 from metrics.classification import accuracy, macro_f1
 from metrics.qa import exact_match, per_example, qa_exact_match, qa_f1, token_f1
 from metrics.translation import bleu_metric, chrf_metric, corpus_replicates, corpus_score
+from metrics.vqa import per_example_vqa, vqa_accuracy
 
 ScoreFn = Callable[[Sequence[Any], Sequence[str], Sequence[str]], float]
 # (gold, pred, labels, n_resamples, seed) -> one 0..100 value per resample
@@ -125,6 +126,13 @@ for _metric in (
         True,
         lambda gold, pred, labels: corpus_score(chrf_metric, gold, pred),
         lambda gold, pred, labels, n, seed: corpus_replicates(chrf_metric, gold, pred, n, seed),
+    ),
+    Metric(
+        "vqa_accuracy",
+        "vqa",
+        True,
+        lambda gold, pred, labels: vqa_accuracy(gold, pred),
+        _mean_of(per_example_vqa),
     ),
 ):
     REGISTRY.add(_metric.name, _metric)

@@ -31,6 +31,7 @@ from metrics._checks import check_pair
 from metrics.bootstrap import check_options, macro_f1_replicates
 from metrics.qa import exact_match, per_example, token_f1
 from metrics.translation import bleu_metric, chrf_metric, scores_of_resamples, sentence_statistics
+from metrics.vqa import per_example_vqa
 
 
 @dataclass(frozen=True)
@@ -136,11 +137,15 @@ def _per_example(metric: str, gold: Sequence[Any], pred: Sequence[Any]) -> np.nd
         return 100.0 * per_example(token_f1, gold, pred)
     if metric == "exact_match":
         return 100.0 * per_example(exact_match, gold, pred)
+    if metric == "vqa_accuracy":
+        return 100.0 * per_example_vqa(gold, pred)
     raise ValueError(f"no paired bootstrap for metric {metric!r}")
 
 
 _CORPUS_METRICS: dict[str, Callable[[], Any]] = {"bleu": bleu_metric, "chrf": chrf_metric}
-PAIRED_METRICS = ("accuracy", "bleu", "chrf", "exact_match", "macro_f1", "squad_f1")
+PAIRED_METRICS = (
+    "accuracy", "bleu", "chrf", "exact_match", "macro_f1", "squad_f1", "vqa_accuracy",
+)  # fmt: skip
 
 
 def paired_metric_replicates(

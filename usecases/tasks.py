@@ -12,6 +12,7 @@ nothing: the blobs this creation stored are removed again.
 from __future__ import annotations
 
 import hashlib
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,10 +21,10 @@ from typing import IO, Any
 
 import yaml
 
-from configs.loader import BLOB_PREFIX, with_defaults
+from configs.loader import BLOB_PREFIX, load_defaults, with_defaults
 from configs.schema import ConfigError, TaskSpec
 from configs.vocabulary.refusals import Refused
-from configs.yamltext import parse_yaml
+from configs.yamltext import parse_untrusted_yaml
 from evaluator.inputs.datasets import DatasetError, check_file
 from store.accounts import Accounts
 from store.tasks import ConcurrentChange, NewDataset
@@ -31,6 +32,7 @@ from usecases.rounds import rounds_of, shown_name, take_upload
 from usecases.service import Service
 
 MAX_SPEC_BYTES = 256 * 1024
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # a dataset's name, as for rounds
 DEFAULT_DATASET = "test"
 
 
@@ -73,6 +75,7 @@ def create_task(
     name = str(raw.get("name", ""))
     if name in svc.tasks or catalog.versions.latest_version(name) is not None:
         raise TaskRefused("conflict", "task_exists", f"a task named {name!r} exists already")
+    _within_operator_bounds(raw, load_defaults(svc.config_dir))
     wanted = _datasets_named(raw)
     _match(wanted, files)
     with tempfile.TemporaryDirectory(prefix="dynaeval-task-") as folder:
@@ -104,7 +107,7 @@ def _spec_mapping(text: str) -> dict[str, Any]:
             "too_large", "spec_too_large", f"a spec is limited to {MAX_SPEC_BYTES} bytes"
         )
     try:
-        raw = parse_yaml(text)
+        raw = parse_untrusted_yaml(text)
     except (yaml.YAMLError, RecursionError) as exc:
         raise TaskRefused(
             "invalid", "invalid_spec", f"spec: not YAML or JSON ({exc})"[:300]
@@ -114,6 +117,42 @@ def _spec_mapping(text: str) -> dict[str, Any]:
     if "version" in raw:
         raise TaskRefused("invalid", "invalid_spec", "version: a new task is version 1")
     return raw
+
+
+# What an uploaded spec may ask for beyond the operator's defaults: nothing of the sandbox
+# (a bigger task is configured by the operator, in the files); bounded work elsewhere.
+MAX_RESAMPLES = 10_000
+MAX_BATCH = 1024
+
+
+def _within_operator_bounds(raw: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
+    """Refuse sandbox limits above the operator's defaults and unbounded work (422)."""
+    limits = raw.get("limits")
+    if isinstance(limits, dict):
+        for key, value in limits.items():
+            _at_most(f"limits.{key}", value, defaults.get("limits", {}).get(key))
+    _at_most(
+        "instance_memory_gib", raw.get("instance_memory_gib"), defaults.get("instance_memory_gib")
+    )
+    _at_most("batch_size", raw.get("batch_size"), MAX_BATCH)
+    bootstrap = raw.get("bootstrap")
+    if isinstance(bootstrap, dict):
+        _at_most("bootstrap.n_resamples", bootstrap.get("n_resamples"), MAX_RESAMPLES)
+    profiling, shared = raw.get("profiling"), defaults.get("profiling", {})
+    if isinstance(profiling, dict):
+        for key in ("warmup_batches", "min_examples"):
+            bound = shared.get(key)
+            _at_most(f"profiling.{key}", profiling.get(key), None if bound is None else 10 * bound)
+
+
+def _at_most(field: str, value: Any, bound: Any) -> None:
+    numbers = (int, float)
+    if isinstance(value, bool) or not isinstance(value, numbers) or not isinstance(bound, numbers):
+        return  # not a number: the task-file parser names what is wrong with it
+    if value > bound:
+        raise _invalid_spec(
+            field, f"at most {bound} for a task created here (the operator sets larger ones)"
+        )
 
 
 def _datasets_named(raw: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -135,6 +174,8 @@ def _datasets_named(raw: Mapping[str, Any]) -> list[tuple[str, str]]:
                 raise _invalid_spec(f"{where}.name", "every dataset needs a name")
             if "path" in dataset:
                 raise _invalid_spec(f"{where}.path", "send the data as a file, not a server path")
+            if not _NAME.fullmatch(dataset["name"]):
+                raise _invalid_spec(f"{where}.name", "a short name: letters, digits, '_', '-', '.'")
             wanted.append((entry["name"], dataset["name"]))
     return wanted
 

@@ -18,6 +18,7 @@ from evaluator.adversary import AttackSpec, Checkpoint, Proposal, attack
 from evaluator.collection import LiveModel, LivePool, pinned_spec, start_ready
 from evaluator.runtimes.runtime import Runtime
 from evaluator.transport.client import ModelClient
+from metrics.outputs import get_output_type
 from store.adversary import AttackRuns, MachineProposal
 from store.collection import Collection
 from store.jobs import ClaimedJob
@@ -103,12 +104,13 @@ def _as_example(
 ) -> Example:
     fields_ = {name: str(inputs[name]) for name in task.input_fields}
     start = intended.get("answer_start")
+    gold = get_output_type(task.output_type).written_references(intended, task.output_key)
     return Example(
         uid,
         fields_,
-        str(intended[task.output_key]),
+        gold[0],
         answer_start=None if start is None else int(start),
-        references=tuple(str(ref) for ref in intended.get("references") or ()),
+        references=gold[1:],
     )
 
 

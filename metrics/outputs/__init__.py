@@ -1,5 +1,5 @@
 """The registry of task output types (``metrics.outputs.base.OutputType``): label, answer
-(extractive span) and translation. A task names its type in ``output.type``."""
+(extractive span), translation and vqa (short answers against several annotators'). A task names its type in ``output.type``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from metrics.outputs.base import BadGold, Gold, OutputType
 from metrics.outputs.label import LABEL
 from metrics.outputs.span import SPAN
 from metrics.outputs.translation import TRANSLATION
+from metrics.outputs.vqa import VQA
 
 OUTPUT_TYPES: Registry[OutputType] = Registry("output type")
-for _type in (LABEL, SPAN, TRANSLATION):
+for _type in (LABEL, SPAN, TRANSLATION, VQA):
     OUTPUT_TYPES.add(_type.name, _type)
 
 

@@ -37,6 +37,17 @@ ReadGold = Callable[[Mapping[str, Any], str, Sequence[str]], Gold]
 Agreement = Callable[[Sequence[str], Sequence[str]], float]
 # (intended gold references, the model's answer, threshold) -> fooled?
 Fooled = Callable[[Sequence[str], str, float], bool]
+# (a writer's intended gold, the task's key) -> its references, first the main one
+WrittenReferences = Callable[[Mapping[str, Any], str], tuple[str, ...]]
+
+
+def key_and_references(intended: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """Gold under the key, then any further ``references`` (how most types write it)."""
+    more = intended.get("references") or []
+    found = (intended.get(key), *(more if isinstance(more, list) else [more]))
+    if not all(isinstance(ref, str) for ref in found):
+        raise ValueError(f"the intended answer has no string {key!r}")
+    return tuple(str(ref) for ref in found)
 
 
 @dataclass(frozen=True)
@@ -63,10 +74,16 @@ class OutputType:
     write_hint: str = "send the intended output"
     form: str = "text"  # how a page asks a writer for gold: "choice", "span" or "text"
     noun: str = "output"  # what a writer intends, in a sentence ("the label you intend")
+    gold_under_key: bool = True  # False: gold lives only in ``extra_gold_fields`` (VQA)
+    written_references: WrittenReferences = key_and_references
 
     def gold_fields(self, key: str) -> tuple[str, ...]:
         """Every field a row's gold is written with, under the task's ``key``."""
-        return (key, *self.extra_gold_fields)
+        return (key, *self.extra_gold_fields) if self.gold_under_key else self.extra_gold_fields
+
+    def required_when_written(self, key: str) -> tuple[str, ...]:
+        """The gold fields a writer must send."""
+        return ((key,) if self.gold_under_key else ()) + self.written_required
 
     def gold_for_scoring(self, gold: Gold) -> Any:
         """What this type's metrics take as one gold entry."""

@@ -211,3 +211,78 @@ def test_the_cli_creates_a_task_on_the_configured_database(
     assert "exists already" in capsys.readouterr().err
     assert main(["tasks", "create", str(spec), "--data", "r1"]) == 2
     assert "ROUND=FILE" in capsys.readouterr().err
+
+
+# -- an outside trial's findings -------------------------------------------------------------
+HOSTILE_SPECS = [
+    ("[" * 100_000 + "]" * 100_000, "nested deeper"),  # libyaml recursed until it crashed
+    ("name: x\ndescription: " + "[" * 70 + "]" * 70, "nested deeper"),
+    (
+        "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+        "description: [*b, *b, *b, *b, *b, *b, *b, *b, *b]",
+        "aliases",
+    ),
+    ({**SPEC, "description": {"a": [1, 2]}}, "description"),
+    ({**SPEC, "limits": {"memory_gib": 100000}}, "limits.memory_gib"),
+    ({**SPEC, "limits": {"total_s": 99999999}}, "limits.total_s"),
+    ({**SPEC, "bootstrap": {"n_resamples": 1_000_000_000, "seed": 0}}, "bootstrap.n_resamples"),
+    ({**SPEC, "input_fields": ["claim", "label"]}, "input_fields"),
+    ({**SPEC, "input_fields": ["uid", "claim"]}, "input_fields"),
+    (
+        {**SPEC, "rounds": [{"name": "r1", "datasets": [{"name": ".."}]}]},
+        "rounds[0].datasets[0].name",
+    ),
+    (
+        {**SPEC, "rounds": [{"name": "r1", "datasets": [{"name": "<img src=x>"}]}]},
+        "datasets[0].name",
+    ),
+    ({**SPEC, "rounds": [{"name": "r1", "datasets": [{"name": "d" * 3000}]}]}, "datasets[0].name"),
+]
+
+
+@pytest.mark.parametrize(("spec", "words"), HOSTILE_SPECS, ids=[h[1] for h in HOSTILE_SPECS])
+def test_hostile_specs_are_refused_before_anything_is_stored(
+    service: Service, spec: Any, words: str
+) -> None:
+    files = {"data/r1": jsonl(ROWS), "data/r2/hard": jsonl(ROWS)}
+    error = assert_error(post(client(service), spec, files), 422, "invalid_spec")
+    assert words in error["message"]
+    assert blob_keys(service) == set() and "stance" not in service.tasks
+
+
+def test_a_translation_key_that_is_an_input_is_refused(service: Service) -> None:
+    spec = {**SPEC, "input_fields": ["sourceText"], "metric": "chrf",
+            "output": {"type": "translation", "key": "sourceText"}, "rounds": [{"name": "r1"}]}  # fmt: skip
+    error = assert_error(post(client(service), spec, {"data/r1": b"{}\n"}), 422, "invalid_spec")
+    assert "input_fields" in error["message"]
+
+
+def multipart(fields: dict[str, tuple[bytes, str | None]]) -> tuple[bytes, str]:
+    """A multipart body with raw bytes (the test client would str() a bytes form value)."""
+    parts = []
+    for name, (data, filename) in fields.items():
+        shown = f'; filename="{filename}"' if filename else ""
+        head = f'--XB\r\nContent-Disposition: form-data; name="{name}"{shown}\r\n\r\n'
+        parts.append(head.encode() + data + b"\r\n")
+    return b"".join(parts) + b"--XB--\r\n", "multipart/form-data; boundary=XB"
+
+
+def test_a_spec_that_is_not_utf8_or_a_body_that_is_not_a_form_is_refused(service: Service) -> None:
+    admin = client(service)
+    raw = json.dumps(SPEC).encode().replace(b"Stance", b"St\xff\xfeance", 1)
+    data = {"data/r1": (jsonl(ROWS), "r1.jsonl"), "data/r2/hard": (jsonl(ROWS), "h.jsonl")}
+    for spec in ((raw, None), (raw, "spec.yaml")):  # a form field, then a file
+        body, kind = multipart({"spec": spec, **data})
+        answer = admin.post("/api/v1/tasks", data=body, content_type=kind)
+        assert "UTF-8" in assert_error(answer, 422, "invalid_spec")["message"]
+    assert_error(admin.post("/api/v1/tasks", json={"spec": SPEC}), 400, "bad_request")
+    assert blob_keys(service) == set()
+
+
+def test_the_operators_own_limits_are_still_allowed(service: Service) -> None:
+    spec = {
+        **SPEC,
+        "limits": {"memory_gib": 1.0, "total_s": 600},
+        "bootstrap": {"n_resamples": 2000},
+    }
+    assert post(client(service), spec).status_code == 201

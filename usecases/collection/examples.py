@@ -94,10 +94,11 @@ def _intended(task: TaskSpec, body: Mapping[str, Any]) -> dict[str, Any]:
         raise _invalid(
             f"{foreign[0]}: this task's examples take {' and '.join(own)}, not {foreign[0]}"
         )
-    required = (task.output_key, *output.written_required)
-    if any(body.get(f) is None or body.get(f) == "" for f in required):
+    required = output.required_when_written(task.output_key)
+    missing = [f for f in required if body.get(f) is None or body.get(f) == ""]
+    if missing:
         hint = output.write_hint.format(labels=list(task.labels))
-        raise _invalid(f"{task.output_key}: {hint}")
+        raise _invalid(f"{required[0]}: {hint}")
     return {f: body[f] for f in own if f in body}
 
 
