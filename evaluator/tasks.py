@@ -26,6 +26,7 @@ from metrics.outputs import OUTPUT_TYPES
 from perturbations.perturbation import REGISTRY as PERTURBATIONS
 from store.blobs import BlobStore
 from store.db import Database
+from store.outages import DATABASE_OUTAGES, outage_reason
 from store.tasks import ConcurrentChange, NewDataset, StoredDataset, StoredSpec, TaskVersions
 
 PLUGINS = loader.Plugins(metrics=METRICS, perturbations=PERTURBATIONS, outputs=OUTPUT_TYPES)
@@ -104,8 +105,19 @@ class TaskCatalog(Mapping[str, TaskSpec]):
     @overload
     def get(self, name: str, /, default: TaskSpec | Any) -> TaskSpec | Any: ...
     def get(self, name: str, /, default: Any = None) -> Any:
-        """The task's spec as stored now (its version looked up on every call)."""
-        self.refresh(name)
+        """The task's spec as stored now (its version looked up on every call). While the
+        database is unreachable, the spec this process read last: a job claimed just before
+        an outage runs on it, and its result is held through the outage, rather than failing
+        on the lookup and running again after it."""
+        try:
+            self.refresh(name)
+        except DATABASE_OUTAGES as exc:
+            if name not in self._specs:
+                raise
+            log.warning(
+                "task %s: the store is unreachable (%s); using version %s, read before",
+                name, outage_reason(exc), self._specs[name].version,
+            )  # fmt: skip
         return self._specs.get(name, default)
 
     # -- versions ------------------------------------------------------------------------------

@@ -207,3 +207,25 @@ def test_a_blob_backed_round_is_read_through_s3(s3: object, tmp_path: Path) -> N
     examples = load_examples(task, task.round("r2").datasets[0], config_dir)
     assert len(examples) == 20 and str(tmp_path / "b") in task.round("r2").datasets[0].path
     db.dispose()
+
+
+def test_a_store_outage_at_lookup_uses_the_spec_read_before(
+    parts: tuple,  # type: ignore[type-arg]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A job claimed as the database goes down must run on the spec this worker read
+    (its result is held through the outage), not fail on the lookup and run twice (a chaos
+    run found that)."""
+    from sqlalchemy.exc import OperationalError
+
+    catalog = open_catalog(parts)
+    known = catalog.get("sentiment")
+    assert known is not None
+
+    def down(*_: object) -> None:
+        raise OperationalError("SELECT max(version)", {}, Exception("connection refused"))
+
+    monkeypatch.setattr(catalog.versions, "latest_version", down)
+    assert catalog.get("sentiment") is known
+    with pytest.raises(OperationalError):
+        catalog.get("a_task_never_read")
