@@ -27,6 +27,7 @@ from typing import Any
 from configs.schema import TaskSpec
 from configs.vocabulary.examples import Example, Prediction
 from metrics.collection import DEFAULT_QA_F1_THRESHOLD, is_fooled
+from metrics.outputs import get_output_type
 from perturbations.perturbation import example_seed, get_perturbation, perturb_example
 
 Query = Callable[[str, Mapping[str, str]], Prediction]
@@ -299,7 +300,8 @@ class _Search:
             return None
 
     def _fooled(self, intended: Mapping[str, Any], answer: Prediction) -> bool:
-        threshold = self.spec.qa_f1_threshold if self.task.output_type == "answer" else None
+        uses_setting = get_output_type(self.task.output_type).uses_qa_f1_threshold
+        threshold = self.spec.qa_f1_threshold if uses_setting else None
         return is_fooled(self.task.output_type, intended, answer, threshold, self.task.output_key)
 
 

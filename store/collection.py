@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from configs.vocabulary.refusals import Refused
+from metrics.outputs import get_output_type
 from store.db import Database
 from store.locks import named_lock
 from store.models import CollectedExampleRow, CollectionRoundRow, ModelRow, ResultRow
@@ -53,7 +54,8 @@ class Settings:
     def fooled_threshold(self, output_type: str) -> float | None:
         """This round's threshold for the output type's fooled rule; None: the type's own
         default (only QA's token-F1 threshold is a round setting)."""
-        return self.qa_f1_threshold if output_type == "answer" else None
+        uses_setting = get_output_type(output_type).uses_qa_f1_threshold
+        return self.qa_f1_threshold if uses_setting else None
 
     @classmethod
     def of(cls, stored: Mapping[str, Any] | None) -> Settings:

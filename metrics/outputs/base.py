@@ -75,6 +75,9 @@ class OutputType:
     form: str = "text"  # how a page asks a writer for gold: "choice", "span" or "text"
     noun: str = "output"  # what a writer intends, in a sentence ("the label you intend")
     gold_under_key: bool = True  # False: gold lives only in ``extra_gold_fields`` (VQA)
+    # The round's (and the adversary's) ``qa_f1_threshold`` setting replaces
+    # ``fooled_threshold``; the other types' thresholds are not settings yet.
+    uses_qa_f1_threshold: bool = False
     written_references: WrittenReferences = key_and_references
 
     def gold_fields(self, key: str) -> tuple[str, ...]:

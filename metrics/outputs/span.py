@@ -45,6 +45,7 @@ SPAN = OutputType(
     agreement=qa_agreement,
     fooled=_fooled,
     fooled_threshold=DEFAULT_QA_F1_THRESHOLD,
+    uses_qa_f1_threshold=True,
     extra_gold_fields=("answer_start",),
     written_required=("answer_start",),
     write_hint="send the answer and its answer_start in the context",

@@ -49,10 +49,15 @@ def check_example(task: TaskSpec, body: Mapping[str, Any], max_chars: int) -> Ch
 _BODY_KEYS = ("inputs", "explanation", "slices", "model_id")
 
 
+def _every_types_gold_fields() -> set[str]:
+    """The gold fields of every registered output type, under each type's own key."""
+    types = (OUTPUT_TYPES.get(name) for name in OUTPUT_TYPES.names())
+    return {f for output in types for f in output.gold_fields(output.key)}
+
+
 def _refuse_unknown_keys(task: TaskSpec, body: Mapping[str, Any]) -> None:
     """A key neither the example's nor any output type's gold is a mistake worth naming."""
-    others = (OUTPUT_TYPES.get(name) for name in OUTPUT_TYPES.names())
-    known = {*_BODY_KEYS, task.output_key, *(f for o in others for f in o.gold_fields(o.key))}
+    known = {*_BODY_KEYS, task.output_key, *_every_types_gold_fields()}
     unknown = sorted(set(body) - known)
     if unknown:
         raise _invalid(f"{unknown[0]}: unknown field")
@@ -87,9 +92,7 @@ def _intended(task: TaskSpec, body: Mapping[str, Any]) -> dict[str, Any]:
     not dropped (a writer who sends an answer to a label task meant something by it)."""
     output = get_output_type(task.output_type)
     own = output.gold_fields(task.output_key)
-    others = (OUTPUT_TYPES.get(name) for name in OUTPUT_TYPES.names())
-    known = {f for other in others for f in other.gold_fields(other.key)}
-    foreign = sorted(f for f in known if f in body and f not in own)
+    foreign = sorted(f for f in _every_types_gold_fields() if f in body and f not in own)
     if foreign:
         raise _invalid(
             f"{foreign[0]}: this task's examples take {' and '.join(own)}, not {foreign[0]}"
