@@ -81,6 +81,34 @@ class DeclaresOutput(Protocol):
     def extra_gold_fields(self) -> tuple[str, ...]: ...
 
 
+class DeclaresPerturbation(Protocol):
+    """What the loader needs to know of a perturbation: the kind of field it changes and
+    whether it swaps terms (which change every input field of its kind, not only the
+    task's ``perturb_fields``)."""
+
+    @property
+    def field_kind(self) -> str: ...
+
+    @property
+    def swaps_terms(self) -> bool: ...
+
+
+FIELD_KINDS = ("text", "image")
+
+
+@dataclass(frozen=True)
+class _FieldKinds:
+    """A task's input fields by kind, as far as the perturbation check needs them."""
+
+    fields: tuple[str, ...]
+    images: tuple[str, ...]
+    perturbed: tuple[str, ...]
+
+    def any_to_perturb(self, kind: str, every_field: bool) -> bool:
+        candidates = self.fields if every_field else self.perturbed
+        return any((f in self.images) == (kind == "image") for f in candidates)
+
+
 _Entry = TypeVar("_Entry", covariant=True)
 
 
@@ -96,7 +124,7 @@ class Plugins:
     plugin package; the layer that loads tasks for an engine passes them in."""
 
     metrics: Lookup[ScoresOutput]
-    perturbations: Lookup[object]
+    perturbations: Lookup[DeclaresPerturbation]
     outputs: Lookup[DeclaresOutput]
 
 
@@ -207,7 +235,7 @@ class _TaskParser:
         name = self.text(raw["name"], "name")
         if not _NAME.match(name):
             raise self.fail("name", "must be lower-case letters, digits and '_'")
-        fields = self.names(raw["input_fields"], "input_fields")
+        fields, image_fields = self.input_fields(raw["input_fields"])
         output_type, labels, output_field = self.output(raw["output"])
         self.no_gold_among_inputs(fields, output_type, output_field)
         perturb_fields = self.names(raw.get("perturb_fields", list(fields)), "perturb_fields")
@@ -217,6 +245,7 @@ class _TaskParser:
         extra = set(perturbations) - {"robustness", "fairness"}
         if extra:
             raise self.fail(f"perturbations.{sorted(extra)[0]}", "unknown axis")
+        kinds = _FieldKinds(fields, image_fields, perturb_fields)
         return TaskSpec(
             name=name,
             version=self.integer(raw["version"], "version", minimum=1),
@@ -226,8 +255,8 @@ class _TaskParser:
             labels=labels,
             metric=self.metric(raw["metric"], output_type),
             rounds=self.rounds(raw["rounds"]),
-            robustness=self.perturbations(perturbations.get("robustness", []), "robustness"),
-            fairness=self.perturbations(perturbations.get("fairness", []), "fairness"),
+            robustness=self.perturbations(perturbations.get("robustness", []), "robustness", kinds),
+            fairness=self.perturbations(perturbations.get("fairness", []), "fairness", kinds),
             slices=self.names(raw.get("slices", []), "slices", allow_empty=True),
             weights=self.weights(raw.get("weights", {})),
             limits=self.dataclass_of(Limits, raw.get("limits", {}), "limits"),
@@ -243,12 +272,43 @@ class _TaskParser:
             quotas=self.quotas(raw.get("quotas", {})),
             publish_results=self.flag(raw.get("publish_results", False), "publish_results"),
             output_field=output_field,
+            image_fields=image_fields,
         )
 
     def description(self, value: Any) -> str:
         if not isinstance(value, str):
             raise self.fail("description", "must be text")
         return value
+
+    def input_fields(self, value: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Every input field's name, and those of them that carry an image. A field is a
+        name (text) or ``{name: ..., kind: text | image}``."""
+        if not isinstance(value, list) or not value:
+            raise self.fail("input_fields", "must be a non-empty list of names")
+        names: list[str] = []
+        images: list[str] = []
+        for i, item in enumerate(value):
+            where = f"input_fields[{i}]"
+            kind = "text"
+            if isinstance(item, dict):
+                if set(item) - {"name", "kind"}:
+                    raise self.fail(where, "takes only 'name' and 'kind'")
+                kind = item.get("kind", "text")
+                if kind not in FIELD_KINDS:
+                    raise self.fail(f"{where}.kind", f"must be one of {', '.join(FIELD_KINDS)}")
+                item = item.get("name")
+                where += ".name"
+            name = self.text(item, where)
+            if not _FIELD.match(name):
+                raise self.fail(where, "must be a field name (letters, digits, '_')")
+            names.append(name)
+            if kind == "image":
+                images.append(name)
+        if len(set(names)) != len(names):
+            raise self.fail("input_fields", "has duplicates")
+        if len(images) == len(names):
+            raise self.fail("input_fields", "needs at least one text field besides the images")
+        return tuple(names), tuple(images)
 
     def no_gold_among_inputs(self, fields: tuple[str, ...], kind: str, key: str) -> None:
         """What a model is sent never holds the gold or the row's uid."""
@@ -375,7 +435,9 @@ class _TaskParser:
         except (KeyError, ValueError, OSError) as exc:
             raise self.fail(field, f"cannot read {path!r} ({exc})") from None
 
-    def perturbations(self, value: Any, axis: str) -> tuple[PerturbationSpec, ...]:
+    def perturbations(
+        self, value: Any, axis: str, kinds: _FieldKinds
+    ) -> tuple[PerturbationSpec, ...]:
         if not isinstance(value, list):
             raise self.fail(f"perturbations.{axis}", "must be a list")
         specs = tuple(
@@ -384,9 +446,15 @@ class _TaskParser:
         )
         for i, spec in enumerate(specs):
             try:
-                self.plugins.perturbations.get(spec.name)
+                declared = self.plugins.perturbations.get(spec.name)
             except UnknownName as exc:
                 raise self.fail(f"perturbations.{axis}[{i}].name", str(exc)) from None
+            if not kinds.any_to_perturb(declared.field_kind, declared.swaps_terms):
+                raise self.fail(
+                    f"perturbations.{axis}[{i}].name",
+                    f"{spec.name!r} changes {declared.field_kind} fields, and the task "
+                    f"perturbs none (see input_fields and perturb_fields)",
+                )
         return specs
 
     def weights(self, value: Any) -> dict[str, float]:

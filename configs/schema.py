@@ -22,6 +22,8 @@ class Limits:
     max_reply_bytes: int = 8 * 1024 * 1024
     max_image_bytes: int = 2 * 1024**3
     max_log_bytes: int = 64 * 1024
+    # One image input field of one example, decoded (PNG or JPEG), checked before it is sent.
+    max_input_image_bytes: int = 1024 * 1024
     # Requests in flight to a model that takes one example per request (Dynabench's
     # single_evaluation route). 1 by default: Dynabench's templates run one uvicorn worker
     # that answers synchronously, so more would only queue while their deadlines run.
@@ -147,6 +149,31 @@ class TaskSpec:
     # The JSON key a model answers with and rows hold gold under; the loader sets it from the
     # output type (or the task's ``output.key``). Empty: the key named like the type.
     output_field: str = ""
+    # The input fields that carry an image (base64 PNG or JPEG); every other field is text.
+    image_fields: tuple[str, ...] = ()
+
+    @property
+    def unmeasured_axes(self) -> tuple[str, ...]:
+        """The perturbation axes the task measures no model on (it lists no perturbation
+        for them): a board leaves them out of every Dynascore instead of unranking all."""
+        axes = {"robustness": self.robustness, "fairness": self.fairness}
+        return tuple(axis for axis, listed in axes.items() if not listed)
+
+    @property
+    def text_fields(self) -> tuple[str, ...]:
+        """The input fields that carry text."""
+        return tuple(f for f in self.input_fields if f not in self.image_fields)
+
+    def field_kind(self, field: str) -> str:
+        """'image' or 'text'."""
+        return "image" if field in self.image_fields else "text"
+
+    def fields_to_perturb(self, kind: str, every_field: bool) -> tuple[str, ...]:
+        """The fields a perturbation of ``kind`` changes: the task's ``perturb_fields`` of
+        that kind, or every input field of it for a term swap (``every_field``), which must
+        change a name alike wherever it occurs."""
+        fields = self.input_fields if every_field else self.perturb_fields
+        return tuple(f for f in fields if self.field_kind(f) == kind)
 
     @property
     def output_key(self) -> str:
@@ -167,6 +194,7 @@ class TaskSpec:
             "version": self.version,
             "description": self.description,
             "input_fields": list(self.input_fields),
+            "image_fields": list(self.image_fields),
             "output": {
                 "type": self.output_type,
                 "key": self.output_key,

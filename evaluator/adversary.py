@@ -157,7 +157,10 @@ def candidates(task: TaskSpec, example: Example, spec: AttackSpec) -> list[Candi
     seen = {_key(example)}
     for rank, name in enumerate(operators):
         perturbation = get_perturbation(name)
-        fields_ = task.input_fields if perturbation.swaps_terms else task.perturb_fields
+        # text fields only: an image is never the adversary's to edit
+        fields_ = task.fields_to_perturb("text", perturbation.swaps_terms)
+        if perturbation.field_kind != "text" or not fields_:
+            continue
         for k in range(spec.candidates_per_source):
             seed = example_seed(f"{name}/{k}", spec.seed)
             limited = within_budget(example, perturb_example(example, perturbation, seed, fields_),
@@ -325,6 +328,8 @@ def _units(original: Example, perturbed: Example) -> list[tuple[tuple[str, str],
     units = []
     for name, text in original.inputs.items():
         new = perturbed.inputs[name]
+        if new == text:  # unchanged (an image field, say): nothing to count or cut
+            continue
         starts = (original.answer_start, perturbed.answer_start)
         if name == "context" and None not in starts:
             end, new_end = (s + len(original.target) for s in starts)  # type: ignore[operator]

@@ -205,9 +205,10 @@ class Evaluation:
     ) -> variants.VariantRun:
         self.step(f"round {base.round} / {base.dataset}: {spec.name}")
         perturbation = get_perturbation(spec.name)
-        # Noise (typos, paraphrases) hits the task's perturb_fields; a term swap must change
-        # every field alike, or a renamed person in the hypothesis is no longer the context's.
-        fields = self.task.input_fields if perturbation.swaps_terms else self.task.perturb_fields
+        # Noise (typos, paraphrases, image noise) hits the task's perturb_fields of its kind;
+        # a term swap must change every text field alike, or a renamed person in the
+        # hypothesis is no longer the context's.
+        fields = self.task.fields_to_perturb(perturbation.field_kind, perturbation.swaps_terms)
         perturbed = materialise(examples, digest, perturbation, spec.seed, fields, self.blobs)
         predictions = self.predict_all(perturbed.examples, base, spec.name)
         self.state.variant_counts.append(

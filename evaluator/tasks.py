@@ -23,7 +23,7 @@ from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from evaluator.inputs.datasets import file_digest
 from metrics.metric import REGISTRY as METRICS
 from metrics.outputs import OUTPUT_TYPES
-from perturbations.perturbation import REGISTRY as PERTURBATIONS
+from perturbations.perturbation import DECLARATIONS as PERTURBATIONS
 from store.blobs import BlobStore
 from store.db import Database
 from store.outages import DATABASE_OUTAGES, outage_reason

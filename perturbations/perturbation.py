@@ -11,17 +11,23 @@ import abc
 import hashlib
 import importlib
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from configs.vocabulary.examples import Example
 from configs.vocabulary.registry import Registry
 
 # Modules that register the built-in perturbations when imported.
-_BUILTIN_MODULES = ("perturbations.typo", "perturbations.paraphrase", "perturbations.fairness")
+_BUILTIN_MODULES = (
+    "perturbations.typo",
+    "perturbations.paraphrase",
+    "perturbations.fairness",
+    "perturbations.image",
+)
 
 
 class Perturbation(abc.ABC):
-    """A deterministic text-to-text transformation, identified by ``name`` and ``version``.
+    """A deterministic string-to-string transformation of one kind of input field (text, or
+    an image as base64), identified by ``name`` and ``version``.
 
     Bump ``version`` whenever the output for some (text, seed) changes: it is part of the cache
     key and of every score's provenance.
@@ -32,6 +38,9 @@ class Perturbation(abc.ABC):
     # Term swaps (fairness) must treat every mention alike: an example whose QA answer holds
     # a swappable term is left unchanged (the kept answer span would contradict the rest).
     swaps_terms: bool = False
+    # The kind of input field it changes: "text" (the text is the string itself) or "image"
+    # (the string is a base64 PNG or JPEG). A task's fields of other kinds are left alone.
+    field_kind: str = "text"
 
     @abc.abstractmethod
     def apply(self, text: str, seed: int) -> str:
@@ -68,6 +77,35 @@ def get_perturbation(name: str) -> Perturbation:
     if perturbation.name != name:
         raise ValueError(f"factory for {name!r} built a perturbation named {perturbation.name!r}")
     return perturbation
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What a registered perturbation says of itself before it runs."""
+
+    field_kind: str
+    swaps_terms: bool
+
+
+class _Declarations:
+    """The registry as a task's loader reads it: each name's declaration (a factory that
+    is not a Perturbation class is built once to ask it)."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, Declared] = {}
+
+    def get(self, name: str) -> Declared:
+        if name not in self._known:
+            factory = REGISTRY.get(name)
+            # a class says it in its attributes; a factory function is asked by building
+            source = factory if isinstance(factory, type) else factory()
+            self._known[name] = Declared(
+                getattr(source, "field_kind", "text"), getattr(source, "swaps_terms", False)
+            )
+        return self._known[name]
+
+
+DECLARATIONS = _Declarations()
 
 
 def example_seed(uid: str, seed: int) -> int:

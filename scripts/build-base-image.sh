@@ -24,6 +24,8 @@ SUITE="bookworm"
 # which runs this image with CAP_NET_ADMIN to lock down a run's network namespace; model
 # containers get no capabilities, so the tools are inert for them.
 PACKAGES="python3,python3-minimal,libpython3.11-stdlib,python3-fastapi,python3-uvicorn,python3-flask"
+# Pillow reads and writes the pictures of image tasks (the VQA example model reads them).
+PACKAGES+=",python3-pil"
 PACKAGES+=",iptables,iproute2"
 
 log() { printf '[build-base-image] %s\n' "$*" >&2; }

@@ -22,7 +22,7 @@ from typing import IO, Any
 import yaml
 
 from configs.loader import BLOB_PREFIX, load_defaults, with_defaults
-from configs.schema import ConfigError, TaskSpec
+from configs.schema import ConfigError, Limits, TaskSpec
 from configs.vocabulary.refusals import Refused
 from configs.yamltext import parse_untrusted_yaml
 from evaluator.inputs.datasets import DatasetError, check_file
@@ -130,7 +130,9 @@ def _within_operator_bounds(raw: Mapping[str, Any], defaults: Mapping[str, Any])
     limits = raw.get("limits")
     if isinstance(limits, dict):
         for key, value in limits.items():
-            _at_most(f"limits.{key}", value, defaults.get("limits", {}).get(key))
+            # a limit the defaults file leaves out is bounded by the built-in default
+            fallback = getattr(Limits(), key, None) if isinstance(key, str) else None
+            _at_most(f"limits.{key}", value, defaults.get("limits", {}).get(key, fallback))
     _at_most(
         "instance_memory_gib", raw.get("instance_memory_gib"), defaults.get("instance_memory_gib")
     )

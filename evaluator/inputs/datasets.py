@@ -11,6 +11,7 @@ from typing import Any
 
 from configs.schema import DatasetSpec, TaskSpec
 from configs.vocabulary.examples import Example
+from configs.vocabulary.images import ImageError, check_image
 from metrics.outputs import BadGold, get_output_type
 
 
@@ -101,6 +102,11 @@ def _parse_row(task: TaskSpec, line: str, where: str) -> Example:
         gold = get_output_type(task.output_type).read_gold(row, task.output_key, task.labels)
     except BadGold as exc:
         raise DatasetError(f"{where}: {exc}") from None
+    for field in task.image_fields:  # checked here, so a model is never sent a bad image
+        try:
+            check_image(row[field], task.limits.max_input_image_bytes)
+        except ImageError as exc:
+            raise DatasetError(f"{where}: field {field!r}: {exc}") from None
     return Example(
         uid=row["uid"],
         inputs={field: row[field] for field in task.input_fields},

@@ -227,3 +227,30 @@ def seed_single(service: Service) -> str:
     assert claimed is not None and claimed.id == job_id
     assert service.store.finish(job_id, "seed-worker", evaluation, lease=claimed.lease)
     return model_id
+
+
+def seed_unmeasured(service: Service) -> list[str]:
+    """Three models of the ``vqa`` task, which measures no fairness: their rows hold none."""
+    task = service.tasks["vqa"]
+    hashes = service.dataset_hashes("vqa")
+    ids = []
+    for i, (perf, tput, mem, rob) in enumerate(
+        [(89.0, 180.0, 0.03, 82.0), (50.2, 92000.0, 0.021, 95.9), (70.0, 900.0, 0.5, 88.0)]
+    ):
+        rows = [{"round": r.name, "performance": perf, "performance_ci": [perf - 4, perf + 4]}
+                for r in task.rounds]  # fmt: skip
+        summary = {"performance": perf, "throughput": tput, "memory": mem, "robustness": rob,
+                   "fairness": None, "metric": task.metric, "memory_peak": mem}  # fmt: skip
+        evaluation = EvaluationResult(
+            task="vqa",
+            status="done",
+            summary=summary,
+            rounds=rows,
+            provenance={"code_version": "0.1.0+gtest", "dataset_hashes": dict(hashes)},
+        )
+        model_id, job_id = service.store.submit("vqa", f"vqa-model-{i}", DOCKER)
+        claimed = service.store.claim("seed-worker", 60)
+        assert claimed is not None and claimed.id == job_id
+        assert service.store.finish(job_id, "seed-worker", evaluation, lease=claimed.lease)
+        ids.append(model_id)
+    return ids

@@ -453,3 +453,27 @@ def test_a_board_with_models_only_queued_says_so(browser: Any, live: Live) -> No
     assert warning.is_displayed() and warning.text == "No model has a complete result yet."
     pending = browser.find_element(_by("ID"), "pending")
     assert pending.is_displayed() and pending.text.startswith("1 model queued and 0 being scored")
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        "performance:4,throughput:1,memory:1,robustness:1,fairness:0",
+        "performance:4,throughput:1,memory:0,robustness:2,fairness:3",
+    ],
+)
+def test_an_axis_the_task_never_measures_ranks_like_the_api(
+    browser: Any, live: Live, weights: str
+) -> None:
+    """VQA measures no fairness: the page ranks its models as the API does, fairness
+    weighed or not, and shows the axis as not measured."""
+    browser.get(f"{live.url}/tasks/vqa?weights={weights}")
+    browser.find_element(_by("CSS_SELECTOR"), "#leaderboard tbody tr")
+    board = live.api("/api/v1/tasks/vqa/leaderboard", weights=weights)
+    assert board["unranked"] == [] and len(board["models"]) == 3
+    expected = [(m["model_id"], m["rank"], m["dynascore"]) for m in board["models"]]
+    shown = table_rows(browser)
+    assert [s[:2] for s in shown] == [e[:2] for e in expected]
+    for mine, theirs in zip(shown, expected, strict=True):
+        assert mine[2] == pytest.approx(theirs[2], rel=1e-9, abs=1e-6)
+    assert browser.find_element(_by("ID"), "unranked-section").get_attribute("hidden")

@@ -1,5 +1,5 @@
-"""`dynaeval evaluate <tarball | directory | reference>` on the example images of all five
-tasks gives the same metrics as the same models run as local processes."""
+"""`dynaeval evaluate <tarball | directory | reference>` on the example images of every
+task gives the same metrics as the same models run as local processes."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ CASES = [  # task, example dir, how the image reaches `evaluate`
     ("hate_speech", "hate_lexicon", "reference"),
     ("qa", "qa_window", "reference"),
     ("translation", "translation_dictionary", "directory"),
+    ("vqa", "vqa_shapes", "tarball"),  # images in the batch; Pillow inside the sandbox
 ]
 
 

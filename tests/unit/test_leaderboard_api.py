@@ -5,6 +5,7 @@ fields unchanged, incomplete rows unranked in order, linear assembly."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -230,3 +231,28 @@ def test_a_prepared_board_renders_like_the_function_and_is_not_changed_by_render
         expected = leaderboard(task, given, weights, current_hashes={"r1/test": "h"})
         assert prepared.render(weights) == expected
     assert [dict(entry) for entry in prepared.entries] == before
+
+
+@pytest.mark.parametrize("weights", [None, "performance:4,fairness:3"])
+def test_an_axis_the_task_never_measures_is_left_out_not_a_reason_to_unrank(
+    service: Service, weights: str | None
+) -> None:
+    """VQA lists no fairness perturbation: its models have no fairness score, and its board
+    ranks them all on the other axes (fairness shown as not measured, never as 0), even
+    when a viewer weighs fairness."""
+    task = replace(service.tasks["sentiment"], fairness=())
+    assert task.unmeasured_axes == ("fairness",)
+    given = rows(4)
+    for row in given:
+        row["fairness"] = None
+    board = leaderboard(task, given, viewer_weights(task, weights), current_hashes=None)
+    assert board["unranked"] == []
+    assert {m["model_id"] for m in board["models"]} == {"id0", "id1", "id2", "id3"}
+    assert all(m["fairness"] is None and m["units"]["fairness"] is None for m in board["models"])
+    without = leaderboard(
+        task,
+        [{**row, "fairness": 0.0} for row in given],
+        viewer_weights(task, weights.replace(",fairness:3", "") if weights else None),
+        current_hashes=None,
+    )
+    assert [m["dynascore"] for m in board["models"]] == [m["dynascore"] for m in without["models"]]

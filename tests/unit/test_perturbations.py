@@ -118,7 +118,16 @@ def test_example_seed_is_stable_and_depends_on_uid_and_seed():
 
 
 def test_registry_names_and_did_you_mean():
-    assert perturbation_names() == ("fairness", "fairness-ethnicity", "paraphrase", "typo")
+    assert perturbation_names() == (
+        "fairness",
+        "fairness-ethnicity",
+        "image-blur",
+        "image-brightness",
+        "image-jpeg",
+        "image-noise",
+        "paraphrase",
+        "typo",
+    )
     with pytest.raises(UnknownName, match="did you mean 'paraphrase'"):
         get_perturbation("paraphrse")
 

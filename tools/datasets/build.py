@@ -33,6 +33,7 @@ from nli import build_nli
 from qa import build_qa
 from sentiment import build_sentiment
 from translation import build_translation
+from vqa import build_vqa
 
 SEED = 20240611
 OUT_DIR = Path(__file__).resolve().parents[2] / "configs" / "datasets"
@@ -44,6 +45,7 @@ TASKS: dict[str, tuple[list[str], Builder]] = {
     "sentiment": (["r1", "r2", "r3"], build_sentiment),
     "hate_speech": (["r1", "r2", "r3", "r4"], build_hate_speech),
     "translation": (["r1", "r2"], build_translation),
+    "vqa": (["r1", "r2"], build_vqa),
 }
 
 

@@ -256,6 +256,7 @@ def page_data(
         "round_weights": dict(round_weights),
         "instance_memory_gib": instance_memory_gib or task.instance_memory_gib,
         "tolerance": TOLERANCE,
+        "unmeasured": list(task.unmeasured_axes),  # left out of every Dynascore, as the API
         "resolution": {axis: value.to_dict() for axis, value in resolutions_of(rows).items()},
         "models": models,
     }

@@ -221,6 +221,9 @@ def prepare_board(
     """The weight-independent part of ``task``'s leaderboard over ``rows`` (one per model,
     as ``Queries.leaderboard_rows`` returns them)."""
     memory = instance_memory_gib or task.instance_memory_gib
+    unmeasured = task.unmeasured_axes
+    if unmeasured:  # the same 0 for every model: no rate of substitution, so left out
+        rows = [{**row, **dict.fromkeys(unmeasured, 0.0)} for row in rows]
     values, complete, incomplete = _split(rows)
     ids = pd.Index([row["model_id"] for row in complete], dtype=object)
     table = pd.DataFrame(values, index=ids, columns=list(AXES))
@@ -285,6 +288,8 @@ def prepare_board(
             )
             entry["partial"] = bool(stale)
             entry["not_scored_on"] = stale
+        for axis in unmeasured:  # shown as not measured, never as a 0
+            entry[axis] = None
         entry["image_gone"] = row.get("image_gone")  # why a new round stays unscored
         entry["throughput_mode"] = row.get("throughput_mode")  # how throughput was measured
         entry["conditions"] = fingerprint(

@@ -115,8 +115,12 @@
     options = options || {};
     var memory = options.instanceMemory, tolerance = options.tolerance || 1e-4;
     var complete = [], unranked = [];
+    // an axis the task measures on no model: the same 0 for all, so no exchange rate and
+    // no share (the server does the same)
+    var unmeasured = options.unmeasured || [];
+    var valueOf = function (m, a) { return unmeasured.indexOf(a) >= 0 ? 0 : m[a]; };
     models.forEach(function (m) {
-      var missing = AXES.filter(function (a) { return !finite(m[a]); });
+      var missing = AXES.filter(function (a) { return !finite(valueOf(m, a)); });
       if (missing.length) unranked.push({ model: m, missing: missing });
       else complete.push(m);
     });
@@ -128,7 +132,7 @@
     }
     var utils = complete.map(function (m) {
       var u = {};
-      AXES.forEach(function (a) { u[a] = Number(m[a]); });
+      AXES.forEach(function (a) { u[a] = Number(valueOf(m, a)); });
       u.memory = memory - u.memory;
       return u;
     });

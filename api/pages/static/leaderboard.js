@@ -76,7 +76,7 @@
     var result = null;
     if (!noRounds && !noAxes) {
       var models = Dynascore.reweight(data.models, data.rounds, state.rounds, data.default_round_weights);
-      result = Dynascore.compute(models, state.weights, { instanceMemory: data.instance_memory_gib, tolerance: data.tolerance, resolution: data.resolution });
+      result = Dynascore.compute(models, state.weights, { instanceMemory: data.instance_memory_gib, tolerance: data.tolerance, resolution: data.resolution, unmeasured: data.unmeasured });
     }
     // Read where the tables are before the first write, so no read below forces a layout.
     var n = result ? result.models.length : 0;

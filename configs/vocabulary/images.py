@@ -1,0 +1,83 @@
+"""Images as input fields: a base64 PNG or JPEG string, checked before it goes anywhere.
+
+A task's image field travels to models inside the same JSON batch as its text fields, so
+an image is a string here too. :func:`check_image` is the one gate every image passes on
+its way in (a held-out row, a writer's example, a perturbed variant): strict base64, a PNG
+or JPEG signature, decoded size within the task's limit, and a header Pillow can read with
+bounded dimensions, so no decompression bomb reaches a model or a page.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+from dataclasses import dataclass
+
+from PIL import Image, UnidentifiedImageError
+
+FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg"}
+MAX_SIDE = 4096  # pixels along either side
+_SIGNATURES = {b"\x89PNG\r\n\x1a\n": "PNG", b"\xff\xd8\xff": "JPEG"}
+
+
+class ImageError(ValueError):
+    """An image field is not a usable base64 PNG or JPEG; ``str()`` says why."""
+
+
+@dataclass(frozen=True)
+class CheckedImage:
+    """What the check learned of an image: its format, size in pixels and bytes."""
+
+    format: str  # "PNG" or "JPEG"
+    width: int
+    height: int
+    size_bytes: int
+
+    @property
+    def media_type(self) -> str:
+        return FORMATS[self.format]
+
+
+def decoded_bytes(text: str, max_bytes: int) -> bytes:
+    """The bytes of a base64 image, refusing anything over ``max_bytes`` before decoding."""
+    if not isinstance(text, str) or not text:
+        raise ImageError("an image must be a non-empty base64 string")
+    if text.startswith("data:"):
+        raise ImageError("send the base64 bytes alone, without a 'data:' URI prefix")
+    # base64 holds 3 bytes in every 4 characters: refuse by length before decoding anything
+    if (len(text) // 4) * 3 > max_bytes + 2:
+        raise ImageError(f"the image is over the task's limit of {max_bytes} bytes")
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise ImageError("the image is not valid base64") from None
+    if len(data) > max_bytes:
+        raise ImageError(f"the image is over the task's limit of {max_bytes} bytes")
+    return data
+
+
+def check_image(text: str, max_bytes: int) -> CheckedImage:
+    """The image in ``text`` checked (ImageError naming the problem otherwise)."""
+    data = decoded_bytes(text, max_bytes)
+    signature = next((fmt for sig, fmt in _SIGNATURES.items() if data.startswith(sig)), None)
+    if signature is None:
+        raise ImageError("the image is neither PNG nor JPEG")
+    try:
+        with Image.open(io.BytesIO(data), formats=[signature]) as image:
+            width, height = image.size
+            if width < 1 or height < 1 or width > MAX_SIDE or height > MAX_SIDE:
+                raise ImageError(
+                    f"the image is {width}x{height} pixels; each side must be 1 to {MAX_SIDE}"
+                )
+            image.verify()  # chunk checksums and structure, without decoding every pixel
+    except ImageError:
+        raise
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+        raise ImageError(f"the {signature} image is damaged or truncated") from None
+    return CheckedImage(signature, width, height, len(data))
+
+
+def encode(data: bytes) -> str:
+    """Image bytes as the base64 text an image field holds."""
+    return base64.b64encode(data).decode("ascii")
