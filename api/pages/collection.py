@@ -8,6 +8,7 @@ every other page form, and refusals come back as the form with a sentence."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from flask import Blueprint, render_template, request
@@ -75,6 +76,8 @@ def collect_form(task_name: str, round_name: str) -> Response | tuple[str, int]:
     if found is None:
         return _missing(task_name, round_name)
     task, _ = found
+    # the form's text and each picture within the task's limit; more is a 413 unread
+    request.max_content_length = len(task.image_fields) * task.limits.max_input_image_bytes + 2**20
     sent = {key: value for key, value in request.form.items()}
     try:
         result = write_example(service(), task, round_name, _body(task, sent), _author())
@@ -95,6 +98,8 @@ def _author() -> str:
 def _body(task: TaskSpec, form: dict[str, str]) -> dict[str, Any]:
     """The form as the API's JSON body; a QA answer without a start is found in the context."""
     inputs = {name: form.get(f"input_{name}", "") for name in task.input_fields}
+    for name in task.image_fields:  # a file the writer picked, as the API's base64 text
+        inputs[name] = _uploaded_image(name, task.limits.max_input_image_bytes)
     body: dict[str, Any] = {"inputs": inputs}
     explanation = form.get("explanation", "").strip()
     if len(explanation) > MAX_EXPLANATION_CHARS:
@@ -106,13 +111,31 @@ def _body(task: TaskSpec, form: dict[str, str]) -> dict[str, Any]:
     slices = {c: form.get(f"slice_{c}", "").strip() for c in task.slices}
     if any(slices.values()):
         body["slices"] = {c: v[:MAX_SLICE_CHARS] for c, v in slices.items() if v}
-    if get_output_type(task.output_type).form == "span":
+    output = get_output_type(task.output_type)
+    if output.form == "span":
         answer = form.get("answer", "")
         body["answer"] = answer
         body["answer_start"] = inputs.get("context", "").find(answer) if answer else None
+    elif output.form == "list":
+        lines = [line.strip() for line in form.get(output.extra_gold_fields[0], "").splitlines()]
+        body[output.extra_gold_fields[0]] = [line for line in lines if line] or None
     else:
         body[task.output_key] = form.get(task.output_key) or None
     return body
+
+
+def _uploaded_image(field: str, max_bytes: int) -> str:
+    """The picked file of image field ``field`` as base64, read no further than the limit
+    (the use case checks the rest: format, size, damage)."""
+    upload = request.files.get(f"input_{field}")
+    if upload is None:
+        return ""
+    data = upload.stream.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise CollectionRefused(
+            "invalid", "invalid_example", f"inputs.{field}: at most {max_bytes} bytes"
+        )
+    return base64.b64encode(data).decode("ascii")
 
 
 def _sentence(text: str) -> str:

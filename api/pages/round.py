@@ -17,6 +17,7 @@ from api.context import service
 from api.errors import ApiError
 from api.pages.visibility import task_visible
 from api.validation import cast_vote, queued_json, validation
+from metrics.outputs import get_output_type
 from metrics.vmer import VERDICTS
 from store.rules.principals import READ, SUBMIT
 from store.validation import CollectionRound
@@ -46,9 +47,12 @@ def round_page(task_name: str, round_name: str) -> tuple[str, int]:
     if found is None:
         message = f"There is no collection round “{round_name}” of task “{task_name}”."
         return render_template("pages/not_found.html", message=message), 404
+    task = service().tasks[task_name]
     return render_template(
         "pages/round.html",
         round=found,
+        round_task=task,
+        round_output=get_output_type(task.output_type),
         vmer=vmer_of(service(), found),
         example=_next_example(found),
         verdicts=VERDICTS,

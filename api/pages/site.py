@@ -86,6 +86,19 @@ def tojson_script(value: Any) -> Markup:
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
+@pages.app_template_filter("image_src")
+def image_src(value: Any) -> str:
+    """An image field's value as a ``data:`` address for ``<img src>``; empty when it is not
+    a PNG or JPEG (a stored value passed the check on its way in, so this only re-reads the
+    signature)."""
+    if not isinstance(value, str):
+        return ""
+    for prefix, media in (("iVBORw0KGgo", "image/png"), ("/9j/", "image/jpeg")):
+        if value.startswith(prefix) and all(c.isalnum() or c in "+/=" for c in value):
+            return f"data:{media};base64,{value}"
+    return ""
+
+
 @pages.app_context_processor
 def _labels() -> dict[str, Any]:
     return {"AXES": AXES, "AXIS_LABELS": AXIS_LABELS, "AXIS_UNITS": AXIS_UNITS}

@@ -72,7 +72,9 @@ class OutputType:
     extra_gold_fields: tuple[str, ...] = ()
     written_required: tuple[str, ...] = ()
     write_hint: str = "send the intended output"
-    form: str = "text"  # how a page asks a writer for gold: "choice", "span" or "text"
+    # how a page asks a writer for gold: "choice", "span", "text", or "list" (one per line,
+    # sent under the first of ``extra_gold_fields``)
+    form: str = "text"
     noun: str = "output"  # what a writer intends, in a sentence ("the label you intend")
     gold_under_key: bool = True  # False: gold lives only in ``extra_gold_fields`` (VQA)
     # The round's (and the adversary's) ``qa_f1_threshold`` setting replaces

@@ -53,6 +53,6 @@ VQA = OutputType(
     gold_under_key=False,
     written_references=_written_answers,
     write_hint="send 3 to 10 answers under 'answers'",
-    form="text",
+    form="list",
     noun="answers",
 )

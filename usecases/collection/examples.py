@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from configs.schema import TaskSpec
+from configs.vocabulary.images import ImageError, check_image
 from evaluator.inputs.datasets import DatasetError, parse_lines
 from metrics.outputs import OUTPUT_TYPES, get_output_type
 from store.collection import CollectionRefused
@@ -35,6 +36,9 @@ def check_example(task: TaskSpec, body: Mapping[str, Any], max_chars: int) -> Ch
         problem = f"missing {missing[0]!r}" if missing else f"unknown field {extra[0]!r}"
         raise _invalid(f"inputs: {problem} (the task's fields: {list(task.input_fields)})")
     for name in task.input_fields:
+        if name in task.image_fields:  # bounded by the task's image limit, not by characters
+            _check_picture(task, name, inputs[name])
+            continue
         if not inputs[name].strip():
             raise _invalid(f"inputs.{name}: write some text")
         if len(inputs[name]) > max_chars:
@@ -47,6 +51,14 @@ def check_example(task: TaskSpec, body: Mapping[str, Any], max_chars: int) -> Ch
 
 
 _BODY_KEYS = ("inputs", "explanation", "slices", "model_id")
+
+
+def _check_picture(task: TaskSpec, name: str, value: str) -> None:
+    """An image field holds a base64 PNG or JPEG within the task's limit (422 otherwise)."""
+    try:
+        check_image(value, task.limits.max_input_image_bytes)
+    except ImageError as exc:
+        raise _invalid(f"inputs.{name}: {exc}") from None
 
 
 def _every_types_gold_fields() -> set[str]:
