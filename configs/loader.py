@@ -80,6 +80,9 @@ class DeclaresOutput(Protocol):
     @property
     def extra_gold_fields(self) -> tuple[str, ...]: ...
 
+    @property
+    def threshold_range(self) -> tuple[float, float] | None: ...
+
 
 class DeclaresPerturbation(Protocol):
     """What the loader needs to know of a perturbation: the kind of field it changes and
@@ -237,6 +240,7 @@ class _TaskParser:
             raise self.fail("name", "must be lower-case letters, digits and '_'")
         fields, image_fields = self.input_fields(raw["input_fields"])
         output_type, labels, output_field = self.output(raw["output"])
+        fooled_threshold = self.fooled_threshold(raw["output"], output_type)
         self.no_gold_among_inputs(fields, output_type, output_field)
         perturb_fields = self.names(raw.get("perturb_fields", list(fields)), "perturb_fields")
         if not set(perturb_fields) <= set(fields):
@@ -273,6 +277,7 @@ class _TaskParser:
             publish_results=self.flag(raw.get("publish_results", False), "publish_results"),
             output_field=output_field,
             image_fields=image_fields,
+            fooled_threshold=fooled_threshold,
         )
 
     def description(self, value: Any) -> str:
@@ -361,6 +366,7 @@ class _TaskParser:
         allowed = {"type"}
         allowed |= {"labels"} if declared.takes_labels else set()
         allowed |= {"key"} if declared.renamable else set()
+        allowed |= {"fooled_threshold"} if declared.threshold_range else set()
         if set(spec) - allowed:
             extra = sorted(set(spec) - allowed)[0]
             raise self.fail(f"output.{extra}", f"the {kind!r} output takes no {extra!r} key")
@@ -375,6 +381,17 @@ class _TaskParser:
         if len(labels) < 2:
             raise self.fail("output.labels", "needs at least two labels")
         return str(kind), labels, key
+
+    def fooled_threshold(self, value: Any, kind: str) -> float | None:
+        """The task's own threshold for its type's fooled rule (checked by ``output``
+        to be a key the type takes), within the type's range."""
+        if "fooled_threshold" not in value:
+            return None
+        low, high = self.plugins.outputs.get(kind).threshold_range or (0.0, 0.0)
+        given = value["fooled_threshold"]
+        if not _finite_number(given) or not low <= given <= high:
+            raise self.fail("output.fooled_threshold", f"must be a number from {low:g} to {high:g}")
+        return float(given)
 
     def metric(self, value: Any, output_type: str) -> str:
         try:

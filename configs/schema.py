@@ -151,6 +151,8 @@ class TaskSpec:
     output_field: str = ""
     # The input fields that carry an image (base64 PNG or JPEG); every other field is text.
     image_fields: tuple[str, ...] = ()
+    # The task's own threshold for its output type's fooled rule (None: the type's default)
+    fooled_threshold: float | None = None
 
     @property
     def unmeasured_axes(self) -> tuple[str, ...]:
@@ -199,6 +201,7 @@ class TaskSpec:
                 "type": self.output_type,
                 "key": self.output_key,
                 "labels": list(self.labels),
+                "fooled_threshold": self.fooled_threshold,  # null: the type's default
             },
             "metric": self.metric,
             "rounds": [

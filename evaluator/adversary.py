@@ -304,7 +304,7 @@ class _Search:
 
     def _fooled(self, intended: Mapping[str, Any], answer: Prediction) -> bool:
         uses_setting = get_output_type(self.task.output_type).uses_qa_f1_threshold
-        threshold = self.spec.qa_f1_threshold if uses_setting else None
+        threshold = self.spec.qa_f1_threshold if uses_setting else self.task.fooled_threshold
         return is_fooled(self.task.output_type, intended, answer, threshold, self.task.output_key)
 
 

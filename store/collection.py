@@ -51,11 +51,13 @@ class Settings:
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
-    def fooled_threshold(self, output_type: str) -> float | None:
-        """This round's threshold for the output type's fooled rule; None: the type's own
-        default (only QA's token-F1 threshold is a round setting)."""
+    def fooled_threshold(
+        self, output_type: str, task_threshold: float | None = None
+    ) -> float | None:
+        """This round's threshold for the output type's fooled rule: QA's token-F1 setting,
+        else the task's own (``output.fooled_threshold``); None: the type's default."""
         uses_setting = get_output_type(output_type).uses_qa_f1_threshold
-        return self.qa_f1_threshold if uses_setting else None
+        return self.qa_f1_threshold if uses_setting else task_threshold
 
     @classmethod
     def of(cls, stored: Mapping[str, Any] | None) -> Settings:

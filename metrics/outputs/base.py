@@ -80,6 +80,9 @@ class OutputType:
     # The round's (and the adversary's) ``qa_f1_threshold`` setting replaces
     # ``fooled_threshold``; the other types' thresholds are not settings yet.
     uses_qa_f1_threshold: bool = False
+    # The range a task may set its own threshold in (``output.fooled_threshold``), on the
+    # scale ``fooled`` compares against; None: the type's threshold is fixed.
+    threshold_range: tuple[float, float] | None = None
     written_references: WrittenReferences = key_and_references
 
     def gold_fields(self, key: str) -> tuple[str, ...]:

@@ -40,6 +40,7 @@ TRANSLATION = OutputType(
     agreement=chrf_agreement,
     fooled=_fooled,
     fooled_threshold=DEFAULT_CHRF_THRESHOLD,
+    threshold_range=(0.0, 100.0),  # sentence chrF++; a task sets its own
     renamable=True,
     several_references=True,
     secondary_intervals=True,

@@ -119,3 +119,65 @@ def test_the_page_asks_for_a_translation_and_writes_it(world: World) -> None:
     assert written.status_code == 201 and "You fooled the model" in written.get_data(as_text=True)
     empty = world.client("writer").post(page, data=form)
     assert empty.status_code == 422 and "reference translation" in empty.get_data(as_text=True)
+
+
+def test_a_task_sets_its_own_chrf_threshold_for_fooled(world: World) -> None:
+    """The same answer (sentence chrF++ about 60 against the reference) fools a task that
+    asks for 70 and not one that keeps the default 40."""
+    from dataclasses import replace
+
+    from metrics.translation import sentence_chrf
+
+    output = "Heute liest Nora ein Buch."
+    score = sentence_chrf(output, [REFERENCE])
+    assert 40 < score < 70
+    open_translation_round(world)
+    world.pool.output = output
+    assert write(world, translatedText=REFERENCE).get_json()["fooled"] is False
+    strict = replace(world.service.tasks[TASK], fooled_threshold=70.0)
+    world.service.tasks[TASK] = strict
+    assert write(world, translatedText=REFERENCE).get_json()["fooled"] is True
+
+
+@pytest.mark.parametrize(
+    ("output", "problem"),
+    [
+        ({"type": "translation", "fooled_threshold": 120}, "must be a number from 0 to 100"),
+        ({"type": "translation", "fooled_threshold": "high"}, "must be a number from 0 to 100"),
+        ({"type": "label", "labels": ["a", "b"], "fooled_threshold": 1}, "takes no"),
+    ],
+)
+def test_the_threshold_is_checked_and_only_types_with_one_take_it(
+    tmp_path: Path, output: dict[str, Any], problem: str
+) -> None:
+    import yaml
+
+    from configs.schema import ConfigError
+    from evaluator.tasks import load_task
+    from tests.conftest import make_config_dir
+
+    config_dir = make_config_dir(tmp_path)
+    spec = yaml.safe_load((config_dir / "tasks" / "toy.yaml").read_text())
+    spec["output"] = output
+    if output["type"] == "translation":
+        spec["metric"] = "chrf"
+    path = config_dir / "tasks" / "toy.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError, match=problem) as caught:
+        load_task(path, config_dir)
+    assert caught.value.field.startswith("output.")
+
+
+def test_the_shipped_threshold_reaches_the_spec(tmp_path: Path) -> None:
+    import yaml
+
+    from evaluator.tasks import load_task
+
+    source = Path(__file__).resolve().parents[2] / "configs"
+    spec = yaml.safe_load((source / "tasks" / "translation.yaml").read_text())
+    spec["output"]["fooled_threshold"] = 55
+    path = tmp_path / "translation.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    task = load_task(path, source)
+    assert task.fooled_threshold == 55.0
+    assert task.public_dict()["output"]["fooled_threshold"] == 55.0

@@ -53,7 +53,7 @@ def write_example(
                 task.output_type,
                 checked.intended,
                 prediction,
-                state.settings.fooled_threshold(task.output_type),
+                state.settings.fooled_threshold(task.output_type, task.fooled_threshold),
                 task.output_key,
             )
         except LiveModelError as exc:
