@@ -10,7 +10,6 @@ unbounded, and a request's time limit is a deadline for the whole exchange.
 from __future__ import annotations
 
 import http.client
-import json
 import time
 from collections.abc import Callable, Sequence
 
@@ -20,6 +19,7 @@ from configs.vocabulary.failures import FailureCode
 from evaluator.errors import EvaluationError
 from evaluator.transport.channel import Channel
 from evaluator.transport.deadlines import RequestDeadline
+from evaluator.transport.encoding import dump_body
 from evaluator.transport.endpoint import Endpoint
 from evaluator.transport.replies import validate_predictions
 from evaluator.transport.single_route import (
@@ -152,7 +152,9 @@ class ModelClient:
         path = self.dialect.predict_path
         payload = self.dialect.batch_payload(self.task.name, examples, wire_ids)
         status, data = timed(
-            lambda seconds: self._request("POST", path, json.dumps(payload).encode(), seconds),
+            lambda seconds: self._request(
+                "POST", path, dump_body(payload, self.task.image_fields), seconds
+            ),
             timeout,
             total_deadline,
         )

@@ -28,6 +28,7 @@ from configs.vocabulary.failures import FailureCode
 from evaluator.errors import EvaluationError
 from evaluator.transport.channel import Channel
 from evaluator.transport.dialects import Dialect
+from evaluator.transport.encoding import dump_body
 from evaluator.transport.replies import label_folding, validate_one
 
 
@@ -137,7 +138,7 @@ class SingleRoute:
         timeout: float,
         total_deadline: float | None,
     ) -> Prediction:
-        body = json.dumps(self.dialect.single_payload(example)).encode()
+        body = dump_body(self.dialect.single_payload(example), self.task.image_fields)
         status, data = timed(
             lambda seconds: channel.request("POST", self.path, body, seconds),
             timeout,

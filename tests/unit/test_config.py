@@ -261,7 +261,13 @@ def test_load_task_reads_one_file_with_the_defaults_beside_it(config_dir: Path) 
 def test_public_dict_shows_fields_labels_rounds_and_limits(toy_task: Any) -> None:
     public = toy_task.public_dict()
     assert public["input_fields"] == ["premise", "claim"]
-    assert public["output"] == {"type": "label", "key": "label", "labels": ["yes", "no", "maybe"]}
+    assert public["output"] == {
+        "type": "label",
+        "key": "label",
+        "labels": ["yes", "no", "maybe"],
+        "fooled_threshold": None,
+    }
+    assert public["image_fields"] == []
     assert [r["name"] for r in public["rounds"]] == ["alpha", "r12"]
     assert public["limits"]["startup_s"] == 10
     json.dumps(public)  # JSON-ready
