@@ -32,6 +32,19 @@ class LeaderboardEntrySchema(OpenSchema):
             "the board's `resolution` of each other count as one (their group's median)"
         },
     )
+    secondary = fields.Dict(
+        keys=fields.String(),
+        values=fields.Float(allow_none=True),
+        metadata={
+            "description": "the metrics the task's output type reports beside its own (BLEU "
+            "beside chrF++, exact match beside F1), combined over rounds like performance"
+        },
+    )
+    secondary_ci = fields.Dict(
+        keys=fields.String(),
+        values=fields.List(fields.Float(), allow_none=True),
+        metadata={"description": "each secondary metric's 95 % interval (null: unknown)"},
+    )
     tie_group = fields.Integer(
         metadata={
             "description": "1, 2, ... from the top: the tie group (see `tie_groups`) this model "

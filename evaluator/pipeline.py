@@ -61,6 +61,8 @@ class RunState:
     dataset_hashes: dict[str, str] = field(default_factory=dict)
     variant_counts: list[dict] = field(default_factory=list)
     replicates: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    # metric -> (round, dataset) -> replicates, for the metrics reported beside the task's
+    secondary_replicates: dict[str, dict[tuple[str, str], np.ndarray]] = field(default_factory=dict)
     steps_done: int = 0
 
 
@@ -165,7 +167,14 @@ class Evaluation:
         )
         self.state.replicates[(round_spec.name, dataset.name)] = replicates
         scores = [performance]
-        scores += variants.secondary_scores(self.task, base, examples, predictions)
+        beside, beside_reps = variants.secondary_with_replicates(
+            self.task, base, examples, predictions
+        )
+        scores += beside
+        for metric, reps in beside_reps.items():
+            self.state.secondary_replicates.setdefault(metric, {})[
+                (round_spec.name, dataset.name)
+            ] = reps
         slice_scores, reports = variants.slice_scores(self.task, base, examples, predictions)
         scores += slice_scores
         self.state.slices.extend(reports)
@@ -370,7 +379,11 @@ class Evaluation:
         )
         if failure is None:
             summary, rounds = summarise(
-                self.task, self.state.scores, self.profile, self.state.replicates
+                self.task,
+                self.state.scores,
+                self.profile,
+                self.state.replicates,
+                self.state.secondary_replicates,
             )
             result.summary, result.rounds = summary, rounds
             result.scores, result.slices = self.state.scores, self.state.slices

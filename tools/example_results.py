@@ -34,6 +34,8 @@ EXAMPLES = (
     ("sentiment-null", "sentiment", f"{MODELS}/null/model.py"),
     ("translation-copy", "translation", f"{MODELS}/translation_copy/model.py"),
     ("translation-dictionary", "translation", f"{MODELS}/translation_dictionary/model.py"),
+    ("vqa-prior", "vqa", f"{MODELS}/vqa_prior/model.py"),
+    ("vqa-shapes", "vqa", f"{MODELS}/vqa_shapes/model.py"),
 )
 TIMING_KEYS = {
     "throughput",

@@ -56,6 +56,16 @@ AXIS_LABELS = {
     "robustness": "Robustness",
     "fairness": "Fairness",
 }
+# metric names as a page's column shows them
+METRIC_LABELS = {
+    "bleu": "BLEU",
+    "chrf": "chrF++",
+    "exact_match": "Exact match",
+    "squad_f1": "F1",
+    "vqa_accuracy": "VQA accuracy",
+    "accuracy": "Accuracy",
+    "macro_f1": "Macro F1",
+}
 AXIS_UNITS = {
     "performance": "0–100",
     "throughput": "examples/s",
@@ -101,7 +111,12 @@ def image_src(value: Any) -> str:
 
 @pages.app_context_processor
 def _labels() -> dict[str, Any]:
-    return {"AXES": AXES, "AXIS_LABELS": AXIS_LABELS, "AXIS_UNITS": AXIS_UNITS}
+    return {
+        "AXES": AXES,
+        "AXIS_LABELS": AXIS_LABELS,
+        "AXIS_UNITS": AXIS_UNITS,
+        "METRIC_LABELS": METRIC_LABELS,
+    }
 
 
 @pages.app_context_processor

@@ -11,6 +11,7 @@ from configs.schema import RoundSpec, TaskSpec
 from configs.vocabulary.results import ORIGINAL, POOLED, Score, pooled_variant
 from evaluator.scoring.variants import AGREEMENT
 from metrics.bootstrap import interval_of
+from metrics.outputs import get_output_type
 
 
 def _weighted_mean(pairs: Sequence[tuple[float | None, float]]) -> float | None:
@@ -93,8 +94,11 @@ def summarise(
     scores: Sequence[Score],
     profile: dict[str, Any],
     replicates: Mapping[tuple[str, str], np.ndarray] | None = None,
+    secondary_replicates: Mapping[str, Mapping[tuple[str, str], np.ndarray]] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The five axes (rounds averaged with their weights first) and the per-round rows."""
+    """The five axes (rounds averaged with their weights first) and the per-round rows;
+    for a type that reports metrics beside the task's own (BLEU beside chrF++), each
+    round's value and interval of them and their round-weighted aggregate."""
     # each round says the weight it was rolled up with, so a board under other weights
     # knows the stored roll-up (and its interval) is not its own
     rounds = [{**_round_row(task, r.name, scores), "weight": float(r.weight)} for r in task.rounds]
@@ -115,7 +119,49 @@ def summarise(
     summary["metric"] = task.metric
     summary["performance_ci"] = overall_interval(task, replicates) if replicates else None
     summary["conditions"] = measured_under(profile)
+    beside = get_output_type(task.output_type).secondary_metrics(task.metric)
+    if beside:
+        _add_secondary(task, beside, scores, rounds, summary, secondary_replicates or {})
     return summary, rounds
+
+
+def _add_secondary(
+    task: TaskSpec,
+    metrics: Sequence[str],
+    scores: Sequence[Score],
+    rounds: list[dict[str, Any]],
+    summary: dict[str, Any],
+    replicates: Mapping[str, Mapping[tuple[str, str], np.ndarray]],
+) -> None:
+    """``secondary`` and ``secondary_ci`` (metric -> value, interval) on every round row
+    and on the summary, combined like performance: sets average within a round, rounds
+    by their weights; an interval only where every set's replicates are known."""
+    weights = {r.name: r.weight for r in task.rounds}
+    for spec, row in zip(task.rounds, rounds, strict=True):
+        row["secondary"], row["secondary_ci"] = {}, {}
+        for metric in metrics:
+            found = [
+                s for s in scores
+                if s.key.round == spec.name and s.key.metric == metric
+                and s.key.variant == ORIGINAL and not s.key.slice
+            ]  # fmt: skip
+            row["secondary"][metric] = _weighted_mean([(s.value, 1.0) for s in found])
+            if len(spec.datasets) > 1:
+                row["secondary_ci"][metric] = _round_interval(spec, replicates.get(metric, {}))
+            elif len(found) == 1 and found[0].ci_low is not None:
+                row["secondary_ci"][metric] = [found[0].ci_low, found[0].ci_high]
+            else:
+                row["secondary_ci"][metric] = None
+    summary["secondary"] = {
+        metric: _weighted_mean(
+            [(row["secondary"][metric], weights[row["round"]]) for row in rounds]
+        )
+        for metric in metrics
+    }
+    summary["secondary_ci"] = {
+        metric: overall_interval(task, replicates[metric]) if metric in replicates else None
+        for metric in metrics
+    }
 
 
 def relative_range(spread: Any) -> float | None:

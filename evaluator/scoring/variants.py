@@ -81,10 +81,19 @@ def secondary_scores(
     """The metrics the task's output type reports beside the task's own (QA: exact match
     beside F1 and F1 beside exact match, without intervals; translation: BLEU beside
     chrF++, with seeded intervals like the task's own metric)."""
+    return secondary_with_replicates(task, key, examples, predictions)[0]
+
+
+def secondary_with_replicates(
+    task: TaskSpec, key: ScoreKey, examples: Sequence[Example], predictions: Sequence[Prediction]
+) -> tuple[list[Score], dict[str, np.ndarray]]:
+    """The secondary Scores and, where the type gives them intervals, each metric's
+    bootstrap replicates (for the interval of its round-weighted aggregate)."""
     output = get_output_type(task.output_type)
     gold = gold_of(task, examples)
     pred = outputs(predictions)
     scores = []
+    replicates: dict[str, np.ndarray] = {}
     for other in output.secondary_metrics(task.metric):
         metric = get_metric(other)
         score = Score(replace(key, metric=other), metric.score(gold, pred, ()), len(examples))
@@ -95,8 +104,9 @@ def secondary_scores(
             )
             interval = interval_of(reps)
             score = replace(score, ci_low=interval.low, ci_high=interval.high)
+            replicates[other] = reps
         scores.append(score)
-    return scores
+    return scores, replicates
 
 
 def gold_of(task: TaskSpec, examples: Sequence[Example]) -> list[object]:

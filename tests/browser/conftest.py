@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from api.app import create_app
-from tests.browser.seed import seed, seed_single, seed_unmeasured
+from tests.browser.seed import seed, seed_single, seed_translation, seed_unmeasured
 from usecases.service import Service
 
 CHROMIUM = Path(os.environ.get("DYNAEVAL_CHROMIUM", "/usr/bin/chromium"))
@@ -93,6 +93,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     ids["single"] = seed_single(service)
     for i, model_id in enumerate(seed_unmeasured(service)):
         ids[f"vqa-{i}"] = model_id
+    for i, model_id in enumerate(seed_translation(service)):
+        ids[f"mt-{i}"] = model_id
     with serving(service, ids) as running:
         yield running
 

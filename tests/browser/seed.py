@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
+
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.results import EvaluationResult, Failure, Score, ScoreKey, pooled_variant
 from usecases.service import Service
@@ -249,6 +251,46 @@ def seed_unmeasured(service: Service) -> list[str]:
             provenance={"code_version": "0.1.0+gtest", "dataset_hashes": dict(hashes)},
         )
         model_id, job_id = service.store.submit("vqa", f"vqa-model-{i}", DOCKER)
+        claimed = service.store.claim("seed-worker", 60)
+        assert claimed is not None and claimed.id == job_id
+        assert service.store.finish(job_id, "seed-worker", evaluation, lease=claimed.lease)
+        ids.append(model_id)
+    return ids
+
+
+def seed_translation(service: Service) -> list[str]:
+    """Two ``translation`` models whose rounds carry BLEU beside chrF++ (with intervals)."""
+    from evaluator.scoring.rollup import summarise
+
+    task = service.tasks["translation"]
+    hashes = service.dataset_hashes("translation")
+    ids = []
+    for i, (chrf, bleu) in enumerate([((60.0, 40.0), (30.0, 10.0)), ((50.0, 48.0), (20.0, 18.0))]):
+        scores = []
+        for rnd, c, b in zip(("r1", "r2"), chrf, bleu, strict=True):
+            key = ScoreKey("translation", rnd, "test", hashes[f"{rnd}/test"], metric="chrf")
+            scores += [Score(key, c, 84, c - 5, c + 5),
+                       Score(dataclasses.replace(key, metric="bleu"), b, 84, b - 4, b + 4)]  # fmt: skip
+        rng = np.random.default_rng(i)
+        reps = {
+            "bleu": {
+                (r, "test"): rng.normal(b, 2.0, 200)
+                for r, b in zip(("r1", "r2"), bleu, strict=True)
+            }
+        }
+        summary, rounds = summarise(task, scores, {}, None, reps)
+        rounds = [{**r, "robustness": 90.0 - i, "fairness": 95.0} for r in rounds]
+        summary.update(throughput=500.0 * (i + 1), memory=0.1, memory_peak=0.1)
+        summary.update(robustness=90.0 - i, fairness=95.0)
+        evaluation = EvaluationResult(
+            task="translation",
+            status="done",
+            summary=summary,
+            rounds=rounds,
+            scores=scores,
+            provenance={"code_version": "0.1.0+gtest", "dataset_hashes": dict(hashes)},
+        )
+        model_id, job_id = service.store.submit("translation", f"mt-model-{i}", DOCKER)
         claimed = service.store.claim("seed-worker", 60)
         assert claimed is not None and claimed.id == job_id
         assert service.store.finish(job_id, "seed-worker", evaluation, lease=claimed.lease)

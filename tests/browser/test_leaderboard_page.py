@@ -477,3 +477,24 @@ def test_an_axis_the_task_never_measures_ranks_like_the_api(
     for mine, theirs in zip(shown, expected, strict=True):
         assert mine[2] == pytest.approx(theirs[2], rel=1e-9, abs=1e-6)
     assert browser.find_element(_by("ID"), "unranked-section").get_attribute("hidden")
+
+
+@pytest.mark.parametrize("rounds", ["", "&rounds=r1:3,r2:1"])
+def test_bleu_beside_chrf_is_the_apis_under_any_round_weights(
+    browser: Any, live: Live, rounds: str
+) -> None:
+    """The page's BLEU column (served, then redrawn by the script when round weights move)
+    shows the API's BLEU for the same round weights, interval included where it holds."""
+    browser.get(f"{live.url}/tasks/translation?weights=performance:4{rounds}")
+    browser.find_element(_by("CSS_SELECTOR"), "#leaderboard tbody tr")
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(browser.current_url).query))
+    board = live.api("/api/v1/tasks/translation/leaderboard/download", format="json", **query)
+    expected = {m["model_id"]: m for m in board["models"]}
+    rows = browser.find_elements(_by("CSS_SELECTOR"), "#leaderboard tbody tr")
+    assert len(rows) == len(expected) == 2
+    for tr in rows:
+        model = expected[tr.get_attribute("data-model-id")]
+        shown = tr.find_element(_by("CSS_SELECTOR"), "td.secondary").text
+        assert shown.startswith(f"{model['secondary']['bleu']:.1f}"), (shown, model)
+        interval = model["secondary_ci"]["bleu"]
+        assert (interval is not None) == (not rounds)

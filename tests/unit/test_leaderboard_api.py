@@ -176,7 +176,8 @@ def test_incomplete_rows_are_unranked_in_order_and_entries_keep_their_fields(
     assert list(entry) == [
         "rank", "model_id", "name", "dynascore", "score", *AXES, "memory_peak", "ranked_as",
         "units", "rounds",
-        "performance_ci", "tie_group", "dynascore_ci", "rank_interval", "partial",
+        "performance_ci", "secondary", "secondary_ci", "tie_group", "dynascore_ci",
+        "rank_interval", "partial",
         "not_scored_on", "image_gone", "throughput_mode", "conditions",
     ]  # fmt: skip
     assert entry["rounds"] == [

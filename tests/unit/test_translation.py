@@ -240,3 +240,8 @@ def test_the_example_models_rank_and_the_dynalab2_translator_scores_like_its_v1_
     assert values[0] == values[1]
     metrics = {s.key.metric for s in results["dictionary"].scores}
     assert {"chrf", "bleu", "agreement"} <= metrics
+    summary = results["dictionary"].summary
+    bleu_by_round = [row["secondary"]["bleu"] for row in results["dictionary"].rounds]
+    assert summary["secondary"]["bleu"] == pytest.approx(sum(bleu_by_round) / 2)
+    low, high = summary["secondary_ci"]["bleu"]
+    assert low <= summary["secondary"]["bleu"] <= high

@@ -18,6 +18,7 @@ from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
 from configs.vocabulary.numbers import NotAWeight, parse_weight
 from dynascore.weights import Weights
+from metrics.outputs import get_output_type
 from usecases.boards.leaderboard import (
     finite_or_none,
     leaderboard,
@@ -33,6 +34,11 @@ TOLERANCE = 1e-4  # dynascore.amrs's default, used by the API
 
 class BadWeights(ValueError):
     """A weights or rounds query the page cannot use (the sentence says why)."""
+
+
+def secondary_metrics(task: TaskSpec) -> tuple[str, ...]:
+    """The metrics a board shows beside the task's own (BLEU beside chrF++)."""
+    return get_output_type(task.output_type).secondary_metrics(task.metric)
 
 
 def default_round_weights(task: TaskSpec) -> dict[str, float]:
@@ -130,8 +136,20 @@ def reweighted(
             changed[axis] = _weighted_mean(
                 [(by_round.get(name, {}).get(axis), w) for name, w in round_weights.items()]
             )
+        if isinstance(row.get("secondary"), dict):
+            changed["secondary"] = {
+                metric: _weighted_mean(
+                    [
+                        ((by_round.get(name, {}).get("secondary") or {}).get(metric), w)
+                        for name, w in round_weights.items()
+                    ]
+                )  # fmt: skip
+                for metric in row["secondary"]
+            }
         if not _rolled_up_alike(row, by_round, wanted, changed):
             changed["performance_ci"] = None  # the stored interval is for other weights
+            if isinstance(row.get("secondary_ci"), dict):
+                changed["secondary_ci"] = dict.fromkeys(row["secondary_ci"])
         result.append(changed)
     return result
 
@@ -232,11 +250,15 @@ def page_data(
                 "throughput_mode": row.get("throughput_mode"),
                 "conditions": fingerprint(row),
                 "performance_ci": row.get("performance_ci"),
+                # metrics reported beside the task's own (BLEU beside chrF++), with intervals
+                "secondary": row.get("secondary") or {},
+                "secondary_ci": row.get("secondary_ci") or {},
                 "rounds": [
                     {
                         "round": r.get("round"),
                         **{axis: finite_or_none(r.get(axis)) for axis in ROUND_AXES},
                         "performance_ci": r.get("performance_ci"),
+                        "secondary": r.get("secondary") or {},
                     }
                     for r in row.get("rounds") or []
                 ],
@@ -256,6 +278,7 @@ def page_data(
         "round_weights": dict(round_weights),
         "instance_memory_gib": instance_memory_gib or task.instance_memory_gib,
         "tolerance": TOLERANCE,
+        "secondary_metrics": list(secondary_metrics(task)),
         "unmeasured": list(task.unmeasured_axes),  # left out of every Dynascore, as the API
         "resolution": {axis: value.to_dict() for axis, value in resolutions_of(rows).items()},
         "models": models,

@@ -275,6 +275,9 @@ def prepare_board(
                 for one in row.get("rounds", [])
             ],
             "performance_ci": row.get("performance_ci"),
+            # the metrics the task's type reports beside its own (BLEU beside chrF++)
+            "secondary": row.get("secondary") or {},
+            "secondary_ci": row.get("secondary_ci") or {},
             "tie_group": None,
             "dynascore_ci": None,
             "rank_interval": None,

@@ -43,11 +43,17 @@
     return models.map(function (m) {
       var byRound = {};
       (m.rounds || []).forEach(function (r) { byRound[r.round] = r; });
-      var copy = Object.assign({}, m, { performance_ci: null });
+      var copy = Object.assign({}, m, { performance_ci: null, secondary: {}, secondary_ci: {} });
       ["performance", "robustness", "fairness"].forEach(function (axis) {
         copy[axis] = weightedMean(rounds.map(function (name) {
           var r = byRound[name];
           return [r ? r[axis] : null, roundWeights[name]];
+        }));
+      });
+      Object.keys(m.secondary || {}).forEach(function (metric) {  // BLEU beside chrF++, as the server
+        copy.secondary[metric] = weightedMean(rounds.map(function (name) {
+          var r = byRound[name];
+          return [r && r.secondary ? r.secondary[metric] : null, roundWeights[name]];
         }));
       });
       return copy;

@@ -66,6 +66,10 @@
       var r = (m.rounds || []).filter(function (x) { return x.round === key.slice(6); })[0];
       return r && r.performance != null ? r.performance : -Infinity;
     }
+    if (key.indexOf("secondary:") === 0) {
+      var value = (m.secondary || {})[key.slice(10)];
+      return value != null ? value : -Infinity;
+    }
     return m[key];
   }
 
@@ -191,6 +195,10 @@
     cells.push('<td class="n score">' + (result.defined ? fmt(e.score, 1) : '<span class="undef" title="undefined">—</span>') + "</td>");
     cells.push('<td class="n raw">' + (result.defined ? fmt(e.dynascore, 2) : "—") + "</td>");
     cells.push('<td class="n">' + fmt(m.performance, 1) + ci(m.performance_ci) + "</td>");
+    (data.secondary_metrics || []).forEach(function (metric) {
+      var cis = m.secondary_ci || {};
+      cells.push('<td class="n secondary">' + fmt((m.secondary || {})[metric], 1) + ci(cis[metric]) + "</td>");
+    });
     cells.push('<td class="n">' + fmt(m.throughput, 0) + throughputMarks(m) + "</td>");
     cells.push('<td class="n" title="peak ' + fmt(m.memory_peak, 3) + ' GiB">' + fmt(m.memory, 3) + "</td>");
     cells.push('<td class="n">' + fmt(m.robustness, 1) + "</td>");
