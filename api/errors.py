@@ -71,6 +71,12 @@ def install(app: Flask) -> None:
             details = data["messages"]
         code = (exc.name or "error").lower().replace(" ", "_")
         message = exc.description or exc.name
+        if exc.code == 413:  # say the limit the body went over
+            limit = request.max_content_length
+            code = "body_too_large"
+            message = "the request body is too large" + (
+                f" (this route takes at most {limit} bytes)" if limit else ""
+            )
         if details:
             message = f"invalid request: {_first_problem(details)}"
         return jsonify(error_body(code, message, details)), exc.code or 500, _headers(exc)

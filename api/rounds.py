@@ -28,7 +28,7 @@ ERRORS = {
     "cross_site_refused",
     404: "unknown_task (also a private task's, to outsiders) or unknown_round",
     409: "round_exists, concurrent_change or read_only_tasks",
-    413: "dataset_too_large (the limit is in the message), request_entity_too_large",
+    413: "dataset_too_large (the limit is in the message), body_too_large",
     422: "invalid_dataset (names the line and the problem), invalid_round or a field out of "
     "range; nothing is stored",
 }

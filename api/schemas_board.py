@@ -115,7 +115,8 @@ class LeaderboardWarningSchema(OpenSchema):
         metadata={
             "description": "`mixed_conditions`: the ranked models' speed and memory were "
             "measured under different conditions; `mixed_throughput_modes`: some throughput "
-            "figures are single-stream, others offline (batched)"
+            "figures are single-stream, others offline (batched); `unmeasured_axis`: a "
+            "weight is on an axis the task measures no model on (it counts for nothing)"
         }
     )
     message = fields.String(metadata={"description": "a human sentence"})
@@ -131,6 +132,9 @@ class LeaderboardWarningSchema(OpenSchema):
         keys=fields.String(),
         values=fields.Integer(),
         metadata={"description": "mixed_throughput_modes: models per mode"},
+    )
+    axes = fields.List(
+        fields.String(), metadata={"description": "unmeasured_axis: the weighed axes"}
     )
 
 

@@ -250,6 +250,10 @@ class _TaskParser:
         if extra:
             raise self.fail(f"perturbations.{sorted(extra)[0]}", "unknown axis")
         kinds = _FieldKinds(fields, image_fields, perturb_fields)
+        slices = self.names(raw.get("slices", []), "slices", allow_empty=True)
+        pictures = [s for s in slices if s in image_fields]
+        if pictures:
+            raise self.fail("slices", f"{pictures[0]!r} is an image field, not a group label")
         return TaskSpec(
             name=name,
             version=self.integer(raw["version"], "version", minimum=1),
@@ -261,7 +265,7 @@ class _TaskParser:
             rounds=self.rounds(raw["rounds"]),
             robustness=self.perturbations(perturbations.get("robustness", []), "robustness", kinds),
             fairness=self.perturbations(perturbations.get("fairness", []), "fairness", kinds),
-            slices=self.names(raw.get("slices", []), "slices", allow_empty=True),
+            slices=slices,
             weights=self.weights(raw.get("weights", {})),
             limits=self.dataclass_of(Limits, raw.get("limits", {}), "limits"),
             instance_memory_gib=self.number(

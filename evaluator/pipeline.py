@@ -34,7 +34,7 @@ from evaluator.carry import backfill_provenance, keep_set
 from evaluator.conditions import collect as collect_conditions
 from evaluator.errors import EXIT_SYMPTOMS, EvaluationError, EvaluationStopped
 from evaluator.inputs.datasets import load_examples
-from evaluator.inputs.perturbed_sets import dataset_hash, materialise
+from evaluator.inputs.perturbed_sets import check_perturbed_images, dataset_hash, materialise
 from evaluator.inputs.redaction import HeldOutText
 from evaluator.prediction_log import PredictionLog
 from evaluator.profiling import MemorySampler, evaluator_cpus, pinned, profile_throughput
@@ -219,6 +219,8 @@ class Evaluation:
         # hypothesis is no longer the context's.
         fields = self.task.fields_to_perturb(perturbation.field_kind, perturbation.swaps_terms)
         perturbed = materialise(examples, digest, perturbation, spec.seed, fields, self.blobs)
+        if perturbation.field_kind == "image":
+            check_perturbed_images(self.task, spec.name, perturbed.examples, fields)
         predictions = self.predict_all(perturbed.examples, base, spec.name)
         self.state.variant_counts.append(
             {

@@ -6,7 +6,11 @@ strong cases alike) and, for noise, the noise itself; the same (image, seed) giv
 bytes in any process with the same Pillow and NumPy. Strengths stay where a person still
 reads the picture alike: the model should answer the same question the same way.
 
-The output is PNG (JPEG for the JPEG perturbation), never larger in pixels than the input.
+The output is PNG (JPEG for the JPEG perturbation), the same size in pixels as the input; a
+PNG that would take more bytes than the original (or 64 KiB, if more) is written as a JPEG
+of quality 90, 75 or 60 instead (the first within that budget), so a noisy photograph stays
+near its original's size. The evaluator
+still checks every perturbed image against the limit before sending it.
 """
 
 from __future__ import annotations
@@ -26,18 +30,36 @@ from perturbations.perturbation import Perturbation, register
 _MAX_DECODED_BYTES = 64 * 1024 * 1024
 
 
-def _open(text: str) -> Image.Image:
+def _open(text: str) -> tuple[Image.Image, int]:
+    """The picture as RGB, and the byte budget of its perturbed version."""
     data = base64.b64decode(text, validate=True)
     if len(data) > _MAX_DECODED_BYTES:
         raise ValueError("image too large to perturb")
     with Image.open(io.BytesIO(data)) as image:
         rgb: Image.Image = image.convert("RGB")
-    return rgb
+    return rgb, max(len(data), MIN_BUDGET_BYTES)
 
 
-def _png(image: Image.Image) -> str:
+# A perturbed picture may take as many bytes as its original, or this many if more: noise
+# makes a flat drawing's PNG incompressible, and a task's byte limit still holds for it.
+MIN_BUDGET_BYTES = 64 * 1024
+
+
+JPEG_QUALITIES = (90, 75, 60)  # tried in turn when a PNG would be over its budget
+
+
+def _png(image: Image.Image, budget: int) -> str:
+    """PNG, or, when the PNG would take more than ``budget`` bytes (a noisy photograph),
+    the first JPEG of quality 90, 75 or 60 within it (the smallest if none is)."""
     out = io.BytesIO()
     image.save(out, format="PNG", compress_level=1)  # speed over size: sets are cached
+    for quality in JPEG_QUALITIES:
+        if out.tell() <= budget:
+            break
+        jpeg = io.BytesIO()
+        image.save(jpeg, format="JPEG", quality=quality)
+        if jpeg.tell() < out.tell():
+            out = jpeg
     return encode(out.getvalue())
 
 
@@ -50,40 +72,44 @@ class ImagePerturbation(Perturbation):
     the perturbed base64 image."""
 
     field_kind = "image"
-    version = "1"
+    version = "2"  # 2: a PNG over its budget is written as JPEG
 
-    def __init__(self, name: str, change: Callable[[Image.Image, np.random.Generator], str]):
+    def __init__(
+        self, name: str, change: Callable[[Image.Image, np.random.Generator, int], str]
+    ) -> None:
         self.name = name
         self._change = change
 
     def apply(self, text: str, seed: int) -> str:
-        return self._change(_open(text), _rng(seed))
+        image, budget = _open(text)
+        return self._change(image, _rng(seed), budget)
 
 
-def gaussian_noise(image: Image.Image, rng: np.random.Generator) -> str:
+def gaussian_noise(image: Image.Image, rng: np.random.Generator, budget: int) -> str:
     """Additive Gaussian noise, sigma 6 to 16 on the 0-255 scale, per pixel and channel."""
     pixels = np.asarray(image, dtype=np.float32)
     sigma = rng.uniform(6.0, 16.0)
     noisy = pixels + rng.normal(0.0, sigma, size=pixels.shape).astype(np.float32)
-    return _png(Image.fromarray(np.clip(noisy + 0.5, 0, 255).astype(np.uint8)))
+    return _png(Image.fromarray(np.clip(noisy + 0.5, 0, 255).astype(np.uint8)), budget)
 
 
-def blur(image: Image.Image, rng: np.random.Generator) -> str:
+def blur(image: Image.Image, rng: np.random.Generator, budget: int) -> str:
     """Gaussian blur with a radius of 0.8 to 1.8 pixels."""
-    return _png(image.filter(ImageFilter.GaussianBlur(radius=float(rng.uniform(0.8, 1.8)))))
+    radius = float(rng.uniform(0.8, 1.8))
+    return _png(image.filter(ImageFilter.GaussianBlur(radius=radius)), budget)
 
 
-def low_quality_jpeg(image: Image.Image, rng: np.random.Generator) -> str:
+def low_quality_jpeg(image: Image.Image, rng: np.random.Generator, budget: int) -> str:
     """Re-encoded as JPEG at quality 10 to 30 (blocking and colour bleeding)."""
     out = io.BytesIO()
     image.save(out, format="JPEG", quality=int(rng.integers(10, 31)))
     return encode(out.getvalue())
 
 
-def brightness(image: Image.Image, rng: np.random.Generator) -> str:
+def brightness(image: Image.Image, rng: np.random.Generator, budget: int) -> str:
     """Darker (x0.6 to 0.8) or brighter (x1.2 to 1.4), chosen by the seed."""
     factor = rng.uniform(0.6, 0.8) if rng.random() < 0.5 else rng.uniform(1.2, 1.4)
-    return _png(ImageEnhance.Brightness(image).enhance(float(factor)))
+    return _png(ImageEnhance.Brightness(image).enhance(float(factor)), budget)
 
 
 _CHANGES = {

@@ -12,6 +12,7 @@ import base64
 from typing import Any
 
 from flask import Blueprint, render_template, request
+from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Response
 
 from api.auth import principal
@@ -78,6 +79,8 @@ def collect_form(task_name: str, round_name: str) -> Response | tuple[str, int]:
     task, _ = found
     # the form's text and each picture within the task's limit; more is a 413 unread
     request.max_content_length = len(task.image_fields) * task.limits.max_input_image_bytes + 2**20
+    if (request.content_length or 0) > request.max_content_length:
+        raise RequestEntityTooLarge()  # refused by its length, before any of it is read
     sent = {key: value for key, value in request.form.items()}
     try:
         result = write_example(service(), task, round_name, _body(task, sent), _author())
@@ -128,8 +131,10 @@ def _uploaded_image(field: str, max_bytes: int) -> str:
     """The picked file of image field ``field`` as base64, read no further than the limit
     (the use case checks the rest: format, size, damage)."""
     upload = request.files.get(f"input_{field}")
-    if upload is None:
-        return ""
+    if upload is None or not upload.filename:
+        raise CollectionRefused(
+            "invalid", "invalid_example", f"inputs.{field}: choose a PNG or JPEG file"
+        )
     data = upload.stream.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise CollectionRefused(
@@ -155,3 +160,15 @@ def _form_error(exc: ApiError) -> tuple[str, int, dict[str, str]]:
 
 
 collect_pages.register_error_handler(ApiError, _form_error)
+
+
+@collect_pages.errorhandler(RequestEntityTooLarge)
+def _too_large(exc: RequestEntityTooLarge) -> tuple[str, int]:
+    """A form over the route's limit (a picture far too large) as a page with a sentence."""
+    limit = request.max_content_length
+    message = "The form is too large" + (
+        f" (at most {limit // 1024} KiB in all, its picture within the task's limit)."
+        if limit
+        else "."
+    )
+    return render_template("pages/not_found.html", heading="Not done", message=message), 413

@@ -4,7 +4,8 @@ A task's image field travels to models inside the same JSON batch as its text fi
 an image is a string here too. :func:`check_image` is the one gate every image passes on
 its way in (a held-out row, a writer's example, a perturbed variant): strict base64, a PNG
 or JPEG signature, decoded size within the task's limit, and a header Pillow can read with
-bounded dimensions, so no decompression bomb reaches a model or a page.
+bounded dimensions and pixel count, decoded in full (a truncated JPEG fails here, not in a
+model), so no decompression bomb reaches a model, a perturbation or a page.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from PIL import Image, UnidentifiedImageError
 
 FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg"}
 MAX_SIDE = 4096  # pixels along either side
+MAX_PIXELS = 2048 * 2048  # in all: bounds what decoding (and perturbing) an image costs
 _SIGNATURES = {b"\x89PNG\r\n\x1a\n": "PNG", b"\xff\xd8\xff": "JPEG"}
 
 
@@ -66,16 +68,28 @@ def check_image(text: str, max_bytes: int) -> CheckedImage:
     try:
         with Image.open(io.BytesIO(data), formats=[signature]) as image:
             width, height = image.size
-            if width < 1 or height < 1 or width > MAX_SIDE or height > MAX_SIDE:
-                raise ImageError(
-                    f"the image is {width}x{height} pixels; each side must be 1 to {MAX_SIDE}"
-                )
-            image.verify()  # chunk checksums and structure, without decoding every pixel
+            _check_size(width, height)
+            image.verify()  # structure and checksums (a damaged PNG chunk)
+        with Image.open(io.BytesIO(data), formats=[signature]) as image:
+            # every pixel decoded too: verify() reads no JPEG data, so a truncated JPEG
+            # would pass and then fail in every model and perturbation
+            image.load()
     except ImageError:
         raise
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+    except Image.DecompressionBombError:  # Pillow's own bound, met before ours: same answer
+        raise ImageError(f"the image has too many pixels (at most {MAX_PIXELS})") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
         raise ImageError(f"the {signature} image is damaged or truncated") from None
     return CheckedImage(signature, width, height, len(data))
+
+
+def _check_size(width: int, height: int) -> None:
+    if width < 1 or height < 1 or width > MAX_SIDE or height > MAX_SIDE:
+        raise ImageError(f"the image is {width}x{height} pixels; each side must be 1 to {MAX_SIDE}")
+    if width * height > MAX_PIXELS:
+        raise ImageError(
+            f"the image is {width}x{height} pixels; at most {MAX_PIXELS} in all (2048x2048)"
+        )
 
 
 def encode(data: bytes) -> str:

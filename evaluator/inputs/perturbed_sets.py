@@ -13,7 +13,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from configs.schema import TaskSpec
 from configs.vocabulary.examples import Example
+from configs.vocabulary.images import ImageError, decoded_bytes
+from evaluator.inputs.datasets import DatasetError
 from perturbations.perturbation import Perturbation, changed, perturb_example
 from store.blobs import BlobStore, check_key
 
@@ -136,3 +139,19 @@ def materialise(
         examples=perturbed,
         from_cache=from_cache,
     )
+
+
+def check_perturbed_images(
+    task: TaskSpec, name: str, examples: Sequence[Example], fields: Sequence[str]
+) -> None:
+    """Every perturbed picture within the task's byte limit before any is sent (an image
+    perturbation keeps to its original's size or 64 KiB, which a limit below 64 KiB or an
+    incompressible original can still exceed): else the run stops, naming the example."""
+    for example in examples:
+        for input_field in fields:
+            try:
+                decoded_bytes(example.inputs[input_field], task.limits.max_input_image_bytes)
+            except ImageError as exc:
+                raise DatasetError(
+                    f"{name} made example {example.uid!r}'s {input_field!r} unusable: {exc}"
+                ) from None

@@ -15,6 +15,7 @@ from metrics.vqa import answer_agreement, vqa_accuracy_one
 
 ANSWERS = "answers"
 MIN_ANSWERS, MAX_ANSWERS = 3, 10
+MAX_ANSWER_CHARS = 100  # a short answer: VQA's are a few words
 
 
 def _read_gold(row: Mapping[str, Any], key: str, labels: Sequence[str]) -> Gold:
@@ -25,6 +26,12 @@ def _read_gold(row: Mapping[str, Any], key: str, labels: Sequence[str]) -> Gold:
         raise BadGold(
             f"{ANSWERS!r} holds {MIN_ANSWERS} to {MAX_ANSWERS} answers, not {len(answers)}"
         )
+    for answer in answers:
+        if len(answer) > MAX_ANSWER_CHARS or not answer.isprintable():
+            raise BadGold(
+                f"each of {ANSWERS!r} is a short answer on one line (at most "
+                f"{MAX_ANSWER_CHARS} printable characters)"
+            )
     return Gold(answers[0], tuple(answers[1:]))
 
 

@@ -181,4 +181,66 @@ def test_validators_see_the_picture_as_an_image(world: World) -> None:
     world.tokens["validator"] = validator
     html = world.client("validator").get(f"/tasks/{TASK}/rounds/{ROUND}").get_data(as_text=True)
     assert f'src="data:image/png;base64,{PICTURE}"' in html
-    assert "Is the intended answers right" in html
+    assert "Is what the writer intended (answers) right" in html
+
+
+# -- found by an outside trial ----------------------------------------------------------------
+@pytest.mark.parametrize(
+    "answers",
+    [["r" * 101, "red", "red"], ["red\nblue", "red", "red"], ["red\x00", "red", "red"]],
+)
+def test_an_answer_is_short_and_on_one_line(world: World, answers: list[str]) -> None:
+    open_round(world)
+    refused = assert_error(write(world, answers=answers), 422)
+    assert "answers" in refused["message"]
+    assert world.pool.calls == []
+
+
+def test_nul_characters_are_refused_in_any_field_of_any_task(world: World) -> None:
+    open_round(world)
+    bad = {**INPUTS, "question": "What color\x00?"}
+    assert (
+        "inputs.question: NUL"
+        in assert_error(write(world, inputs=bad, answers=ANSWERS), 422)["message"]
+    )
+    note = write(world, answers=ANSWERS, explanation="tricky\x00")
+    assert "explanation: NUL" in assert_error(note, 422)["message"]
+    assert world.pool.calls == []
+
+
+def test_the_page_asks_for_a_file_in_its_own_words_and_refuses_a_huge_form_as_a_page(
+    world: World,
+) -> None:
+    open_round(world)
+    page = f"/tasks/{TASK}/rounds/{ROUND}/collect"
+    form = {"input_question": INPUTS["question"], "answers": "red\nred\nred"}
+    missing = world.client("writer").post(page, data=form, content_type="multipart/form-data")
+    assert missing.status_code == 422 and "choose a PNG or JPEG file" in missing.get_data(
+        as_text=True
+    )
+    huge = b"--x\r\n" + b"\0" * 3 * 2**20  # refused by its length: never parsed
+    refused = world.client("writer").post(
+        page, data=huge, content_type="multipart/form-data; boundary=x"
+    )
+    assert refused.status_code == 413
+    assert "text/html" in refused.content_type and "The form is too large" in refused.get_data(
+        as_text=True
+    )
+
+
+def test_a_json_body_over_the_limit_says_the_limit(world: World) -> None:
+    open_round(world)
+    big = {**INPUTS, "image": "A" * (5 * 2**20)}
+    error = assert_error(write(world, inputs=big, answers=ANSWERS), 413, "body_too_large")
+    assert "at most" in error["message"]
+
+
+def test_a_weight_on_an_unmeasured_axis_is_said_to_count_for_nothing(world: World) -> None:
+    client = world.client("writer")
+    board = client.get(f"/api/v1/tasks/{TASK}/leaderboard?weights=performance:4,fairness:3")
+    warnings = [w for w in board.get_json()["warnings"] if w["code"] == "unmeasured_axis"]
+    assert warnings and warnings[0]["axes"] == ["fairness"]
+    plain = client.get(f"/api/v1/tasks/{TASK}/leaderboard").get_json()["warnings"]
+    assert not [w for w in plain if w["code"] == "unmeasured_axis"]  # weight 0 by default
+    html = client.get(f"/tasks/{TASK}").get_data(as_text=True)
+    assert 'id="unmeasured-note"' in html and "not measured for this task" in html

@@ -210,3 +210,76 @@ def test_per_example_seeds_give_each_picture_its_own_noise() -> None:
     a = noise.apply(original, example_seed("a", 0))
     b = noise.apply(original, example_seed("b", 0))
     assert a != b
+
+
+# -- found by an outside trial ----------------------------------------------------------------
+def test_a_truncated_jpeg_is_refused_though_its_header_reads() -> None:
+    whole = base64.b64decode(picture("JPEG", size=(64, 64)))
+    half = base64.b64encode(whole[: len(whole) // 2]).decode()
+    with pytest.raises(ImageError, match="damaged or truncated"):
+        check_image(half, 1_000_000)
+
+
+def _png_claiming(width: int, height: int) -> str:
+    """A 1x1 PNG whose header claims ``width`` x ``height`` (CRC fixed, data too short)."""
+    import struct
+    import zlib
+
+    raw = bytearray(base64.b64decode(picture(size=(1, 1))))
+    ihdr = raw.index(b"IHDR")
+    raw[ihdr + 4 : ihdr + 12] = struct.pack(">II", width, height)
+    crc = zlib.crc32(bytes(raw[ihdr : ihdr + 17]))
+    raw[ihdr + 17 : ihdr + 21] = struct.pack(">I", crc)
+    return base64.b64encode(bytes(raw)).decode()
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (_png_claiming(100_000, 100_000), "too many pixels|each side must be 1 to 4096"),
+        (_png_claiming(4096, 4096), r"at most 4194304 in all"),
+    ],
+)
+def test_a_bomb_is_refused_for_its_size_not_called_damaged(text: str, problem: str) -> None:
+    with pytest.raises(ImageError, match=problem):
+        check_image(text, 1_000_000)
+
+
+def photo(side: int) -> str:
+    """A smooth gradient (a photograph's PNG compresses well until noise is added)."""
+    ramp = np.linspace(0, 255, side, dtype=np.float32)
+    rgb = np.stack([np.add.outer(ramp, ramp) / 2, np.tile(ramp, (side, 1)),
+                    np.tile(ramp[:, None], (1, side))], axis=-1)  # fmt: skip
+    out = io.BytesIO()
+    Image.fromarray(rgb.astype(np.uint8)).save(out, format="PNG")
+    return base64.b64encode(out.getvalue()).decode()
+
+
+def test_a_noisy_photograph_stays_within_its_originals_budget() -> None:
+    original = photo(600)
+    noisy = get_perturbation("image-noise").apply(original, 5)
+    budget = max(len(base64.b64decode(original)), 64 * 1024)
+    checked = check_image(noisy, budget)
+    assert checked.format == "JPEG" and (checked.width, checked.height) == (600, 600)
+    small = picture(size=(64, 64))  # a flat drawing: its noisy PNG fits the 64 KiB floor
+    assert check_image(get_perturbation("image-noise").apply(small, 5), 65536).format == "PNG"
+
+
+def test_a_perturbed_picture_over_the_tasks_limit_stops_the_run_naming_it() -> None:
+    from dataclasses import replace
+
+    from evaluator.inputs.perturbed_sets import check_perturbed_images
+
+    task = load_tasks()["vqa"]
+    tight = replace(task, limits=replace(task.limits, max_input_image_bytes=2000))
+    noisy = get_perturbation("image-noise").apply(picture(size=(64, 64)), 1)
+    example = Example("u7", {"image": noisy, "question": "What color?"}, "red")
+    with pytest.raises(DatasetError, match=r"image-noise made example 'u7'.*'image'.*limit"):
+        check_perturbed_images(tight, "image-noise", [example], ["image"])
+    check_perturbed_images(task, "image-noise", [example], ["image"])  # within 256 KiB
+
+
+def test_an_image_field_is_no_slice_column(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is an image field, not a group label") as caught:
+        load_spec(tmp_path, {**vqa_spec(), "slices": ["image"]})
+    assert caught.value.field == "slices"

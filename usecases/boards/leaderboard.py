@@ -141,7 +141,7 @@ class PreparedBoard:
             "tie_groups": groups,
             "flip_weight_range": list(WEIGHT_RANGE),
             "flip_weights": flips,
-            "warnings": self.warnings,
+            "warnings": self.warnings + _unmeasured_warnings(self.task, weights),
         }
 
     def _ranking(self, weights: Weights) -> pd.DataFrame:
@@ -203,6 +203,22 @@ class PreparedBoard:
             return entries, []
         page_ids = ranking.index[page].tolist()
         return entries, _groups(page_ids, group_of, group_all, ranking["rank"].to_numpy())
+
+
+def _unmeasured_warnings(task: TaskSpec, weights: Weights) -> list[dict[str, Any]]:
+    """A weight on an axis the task measures no model on counts for nothing: say so."""
+    weighed = [axis for axis in task.unmeasured_axes if weights.values.get(axis, 0) > 0]
+    if not weighed:
+        return []
+    named = ", ".join(weighed)
+    return [
+        {
+            "code": "unmeasured_axis",
+            "message": f"This task measures no model on {named} (it lists no perturbation "
+            f"for it): the weight given to {named} counts for nothing in these Dynascores.",
+            "axes": weighed,
+        }
+    ]
 
 
 def _rows(ranking: pd.DataFrame, start: int, stop: int) -> pd.DataFrame:

@@ -46,11 +46,24 @@ def check_example(task: TaskSpec, body: Mapping[str, Any], max_chars: int) -> Ch
     _refuse_unknown_keys(task, body)
     intended = _intended(task, body)
     slices = _slices(task, body.get("slices"))
+    _refuse_nul(body, "")
     _parse(task, inputs, intended)
     return CheckedExample({n: inputs[n] for n in task.input_fields}, intended, slices)
 
 
 _BODY_KEYS = ("inputs", "explanation", "slices", "model_id")
+
+
+def _refuse_nul(value: Any, where: str) -> None:
+    """No NUL character anywhere: no database stores it in text (PostgreSQL refuses it)."""
+    if isinstance(value, str) and "\x00" in value:
+        raise _invalid(f"{where or 'body'}: NUL characters are not text")
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _refuse_nul(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _refuse_nul(item, f"{where}[{i}]")
 
 
 def _check_picture(task: TaskSpec, name: str, value: str) -> None:
