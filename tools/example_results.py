@@ -45,6 +45,8 @@ TIMING_KEYS = {
     "latency_ms",
     "code_version",
     "duration_s",
+    "throughput_spread",  # the repeats' spread: a timing too
+    "tool_version",  # the checkout's own name, different on each side by design
 }
 TIMING_METRICS = {"throughput", "memory", "memory_peak"}
 
