@@ -21,6 +21,7 @@ from configs.paths import CONFIG_DIR, TASKS_DIR
 from configs.schema import ConfigError, TaskSpec
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from evaluator.inputs.datasets import file_digest
+from evaluator.scoring.spbleu import install_from_environment
 from metrics.metric import REGISTRY as METRICS
 from metrics.outputs import OUTPUT_TYPES
 from perturbations.perturbation import DECLARATIONS as PERTURBATIONS
@@ -30,6 +31,8 @@ from store.outages import DATABASE_OUTAGES, outage_reason
 from store.tasks import ConcurrentChange, NewDataset, StoredDataset, StoredSpec, TaskVersions
 
 PLUGINS = loader.Plugins(metrics=METRICS, perturbations=PERTURBATIONS, outputs=OUTPUT_TYPES)
+# every process that loads tasks (API, worker, CLI) offers spBLEU alike, or none does
+SPBLEU_MODEL_SHA256 = install_from_environment()
 REFRESH_S = 5.0  # how stale a catalog may be before it looks for new versions again
 ATTEMPTS = 3  # a change that meets a concurrent one is re-read and tried again this often
 log = logging.getLogger(__name__)

@@ -25,7 +25,13 @@ from metrics.bootstrap import (
 )
 from metrics.classification import accuracy, macro_f1
 from metrics.qa import exact_match, per_example, qa_exact_match, qa_f1, token_f1
-from metrics.translation import bleu_metric, chrf_metric, corpus_replicates, corpus_score
+from metrics.translation import (
+    bleu_metric,
+    chrf_metric,
+    corpus_replicates,
+    corpus_score,
+    spbleu_metric,
+)
 from metrics.vqa import per_example_vqa, vqa_accuracy
 
 ScoreFn = Callable[[Sequence[Any], Sequence[str], Sequence[str]], float]
@@ -119,6 +125,13 @@ for _metric in (
         True,
         lambda gold, pred, labels: corpus_score(bleu_metric, gold, pred),
         lambda gold, pred, labels, n, seed: corpus_replicates(bleu_metric, gold, pred, n, seed),
+    ),
+    Metric(
+        "spbleu",  # BLEU on SentencePiece pieces; needs an operator's model file
+        "translation",
+        True,
+        lambda gold, pred, labels: corpus_score(spbleu_metric, gold, pred),
+        lambda gold, pred, labels, n, seed: corpus_replicates(spbleu_metric, gold, pred, n, seed),
     ),
     Metric(
         "chrf",  # chrF++

@@ -33,6 +33,42 @@ def bleu_metric() -> SacreMetric:
     return BLEU(tokenize="13a")
 
 
+# The SentencePiece segmenter spBLEU tokenises with (FLORES-200's model, as sacrebleu's
+# ``flores200`` tokeniser uses it): None until an operator's setting installs one
+# (``evaluator.scoring.spbleu``). A function from a line to its pieces joined by spaces.
+_PIECES: list[Callable[[str], str]] = []
+
+
+class SpBleuUnavailable(RuntimeError):
+    """spBLEU was asked for, but no SentencePiece model is installed."""
+
+
+def use_sentencepiece(pieces: Callable[[str], str] | None) -> None:
+    """Install (or, with None, remove) the segmenter spBLEU tokenises with."""
+    _PIECES.clear()
+    if pieces is not None:
+        _PIECES.append(pieces)
+
+
+def spbleu_available() -> tuple[str, ...]:
+    """("spbleu",) when a SentencePiece model is installed, else ()."""
+    return ("spbleu",) if _PIECES else ()
+
+
+def spbleu_metric() -> SacreMetric:
+    """spBLEU: sacrebleu's BLEU on SentencePiece pieces, as its ``flores200`` tokeniser
+    computes it (" ".join of the pieces), with the installed model."""
+    from sacrebleu.metrics import BLEU
+
+    if not _PIECES:
+        raise SpBleuUnavailable(
+            "spBLEU needs a SentencePiece model: set DYNAEVAL_SPBLEU_MODEL to its file"
+        )
+    metric = BLEU(tokenize="none")
+    metric.tokenizer = _PIECES[0]
+    return metric
+
+
 def chrf_metric() -> SacreMetric:
     """chrF++: sacrebleu's chrF with word bigrams (``word_order=2``)."""
     from sacrebleu.metrics import CHRF

@@ -84,6 +84,8 @@ class OutputType:
     # scale ``fooled`` compares against; None: the type's threshold is fixed.
     threshold_range: tuple[float, float] | None = None
     written_references: WrittenReferences = key_and_references
+    # Metrics reported beside the others only when available (spBLEU: an operator's model)
+    optional: Callable[[], tuple[str, ...]] = tuple
 
     def gold_fields(self, key: str) -> tuple[str, ...]:
         """Every field a row's gold is written with, under the task's ``key``."""
@@ -98,8 +100,9 @@ class OutputType:
         return gold.all_references if self.several_references else gold.target
 
     def secondary_metrics(self, primary: str) -> tuple[str, ...]:
-        """The metrics reported beside a task's own one."""
-        return tuple(name for name in self.reported if name != primary)
+        """The metrics reported beside a task's own one (with those ``optional`` says are
+        available in this process)."""
+        return tuple(name for name in (*self.reported, *self.optional()) if name != primary)
 
 
 def text_field(row: Mapping[str, Any], key: str) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from metrics.outputs.base import BadGold, Gold, OutputType, text_field
-from metrics.translation import chrf_agreement, sentence_chrf
+from metrics.translation import chrf_agreement, sentence_chrf, spbleu_available
 
 MORE_REFERENCES = "references"
 DEFAULT_CHRF_THRESHOLD = 40.0
@@ -36,6 +36,7 @@ TRANSLATION = OutputType(
     name="translation",
     key="translation",
     reported=("chrf", "bleu"),
+    optional=spbleu_available,
     read_gold=_read_gold,
     agreement=chrf_agreement,
     fooled=_fooled,

@@ -84,7 +84,8 @@ def test_qa_aggregates_take_the_best_gold_answer():
 
 def test_registry_names_and_scores():
     assert metric_names() == (
-        "accuracy", "bleu", "chrf", "exact_match", "macro_f1", "squad_f1", "vqa_accuracy",
+        "accuracy", "bleu", "chrf", "exact_match", "macro_f1", "spbleu", "squad_f1",
+        "vqa_accuracy",
     )  # fmt: skip
     assert get_metric("accuracy").score(["a", "b"], ["a", "a"], ["a", "b"]) == 50.0
     assert get_metric("squad_f1").score(["the cat"], ["cat"], []) == 100.0
@@ -104,6 +105,7 @@ def test_each_metric_knows_the_output_it_scores():
         "exact_match": "answer",
         "bleu": "translation",
         "chrf": "translation",
+        "spbleu": "translation",
         "vqa_accuracy": "vqa",
     }
 
