@@ -44,6 +44,14 @@ def cmd_users(args: argparse.Namespace) -> int:
                 raise CliError(exc.message) from None
             print(f"added {user['role']} {user['name']} ({user['id']})")
             return 0
+        if args.users_command == "set-role":
+            try:
+                user = accounts.set_role(args.name, args.role)
+            except AccountError as exc:
+                raise CliError(exc.message) from None
+            print(f"{user['name']} is now {'an' if user['role'][0] in 'aeiou' else 'a'} "
+                  f"{user['role']}")  # fmt: skip
+            return 0
         users = accounts.users()
     finally:
         service.close()

@@ -391,6 +391,16 @@ def _users(sub: Subparsers) -> None:
     password.add_argument(
         "--no-password", action="store_true", help="no page login: API tokens only"
     )
+    set_role = actions.add_parser(
+        "set-role",
+        help="change a user's role (a demotion takes effect at their next request)",
+    )
+    set_role.add_argument("name")
+    set_role.add_argument(
+        "role",
+        choices=["admin", "author", "researcher"],
+        help="an author may also create tasks; the last admin cannot be demoted",
+    )
     listing = actions.add_parser("list", help="every user")
     listing.add_argument("--json", action="store_true")
 

@@ -17,13 +17,14 @@ from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from store.db import Database
 from store.models import ModelRow, TaskRow, TokenRow, UserRow
 from store.rules.principals import (
+    ADMIN,
     ROLE_SCOPES,
     ROLES,
     SCOPES,
@@ -125,6 +126,27 @@ class Accounts:
             )
             session.add(user)
         return _user_dict(user)
+
+    def set_role(self, name: str, role: str) -> dict[str, Any]:
+        """``name``'s new role. Tokens keep their scopes, but a request is only ever allowed
+        those the role holds at that moment, so a demotion takes effect at the next request.
+        The last admin stays one (no one could manage accounts through the API after)."""
+        if role not in ROLES:
+            raise AccountError("invalid_role", f"role must be one of {', '.join(ROLES)}")
+        with self.db.session() as session, session.begin():
+            user = session.scalars(select(UserRow).where(UserRow.name == name)).first()
+            if user is None:
+                raise AccountError("unknown_user", f"there is no user {name!r}")
+            if user.role == ADMIN and role != ADMIN:
+                admins = session.scalar(
+                    select(func.count()).select_from(UserRow).where(UserRow.role == ADMIN)
+                )
+                if (admins or 0) <= 1:
+                    raise AccountError(
+                        "last_admin", f"{name!r} is the last admin: make another admin first"
+                    )
+            user.role = role
+            return _user_dict(user)
 
     def users(self) -> list[dict[str, Any]]:
         with self.db.session() as session:

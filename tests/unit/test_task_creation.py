@@ -286,3 +286,54 @@ def test_the_operators_own_limits_are_still_allowed(service: Service) -> None:
         "bootstrap": {"n_resamples": 2000},
     }
     assert post(client(service), spec).status_code == 201
+
+
+# -- roles change without new tokens ---------------------------------------------------------
+def test_granting_author_lets_the_same_token_create_tasks(service: Service) -> None:
+    from store.accounts import Accounts
+
+    token = issue_token(service, "ana", "researcher")
+    who = signed_in(create_app(service).test_client(), token)
+    assert_error(post(who), 403, "may_not_create_tasks")
+    Accounts(service.db).set_role("ana", "author")
+    assert post(who).status_code == 201
+    Accounts(service.db).set_role("ana", "researcher")  # taken back at the next request
+    assert_error(post(who, {**SPEC, "name": "stance_two"}), 403, "may_not_create_tasks")
+
+
+def test_a_demoted_admin_loses_admin_at_once_and_the_last_admin_stays(service: Service) -> None:
+    from store.accounts import AccountError, Accounts
+
+    accounts = Accounts(service.db)
+    boss = signed_in(create_app(service).test_client(), issue_token(service, "boss", "admin"))
+    assert boss.get("/api/v1/users").status_code == 200
+    with pytest.raises(AccountError, match="last admin"):
+        accounts.set_role("boss", "researcher")
+    accounts.add_user("root", "admin")
+    accounts.set_role("boss", "researcher")
+    assert boss.get("/api/v1/users").status_code == 403
+    with pytest.raises(AccountError, match="no user 'nobody'"):
+        accounts.set_role("nobody", "author")
+    with pytest.raises(AccountError, match="role must be one of"):
+        accounts.set_role("root", "owner")
+
+
+def test_the_cli_sets_a_role(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from client.cli import main
+    from store.accounts import Accounts
+
+    for name in ("DYNAEVAL_DATABASE_URL", "DYNAEVAL_STORE_URL", "DYNAEVAL_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DYNAEVAL_DATA_DIR", str(tmp_path / "cli-data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert main(["users", "add", "cleo", "--no-password"]) == 0
+    assert main(["users", "set-role", "cleo", "author"]) == 0
+    assert "cleo is now an author" in capsys.readouterr().out
+    assert main(["users", "set-role", "nobody", "author"]) != 0
+    svc = Service.open(tmp_path / "cli-data")
+    try:
+        assert Accounts(svc.db).user_by_name("cleo")["role"] == "author"
+    finally:
+        svc.close()
