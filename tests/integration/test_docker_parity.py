@@ -23,6 +23,7 @@ CASES = [  # task, example dir, how the image reaches `evaluate`
     ("qa", "qa_window", "reference"),
     ("translation", "translation_dictionary", "directory"),
     ("vqa", "vqa_shapes", "tarball"),  # images in the batch; Pillow inside the sandbox
+    ("vqa", "vqa_prior", "reference"),
 ]
 
 
@@ -97,3 +98,33 @@ def test_docker_results_equal_process_results(
     assert runtime["user"] == "10001:10001"
     assert in_container["throughput"] > 0 and in_container["memory"] > 0
     assert in_container["provenance"]["limits"]["memory_gib"] > 0
+
+
+def test_the_dynalab2_translator_in_its_container_scores_like_the_v1_dictionary(
+    docker_client, example_image, owner, tmp_path: Path
+) -> None:
+    """Dynabench's dialect and FLORES field names, packaged as Dynalab 2.0 packages it (a
+    FastAPI app on port 80), give the v1 dictionary model's exact scores."""
+    from evaluator.pipeline import run_evaluation
+    from evaluator.runtimes.docker.runtime import DockerRuntime
+    from evaluator.runtimes.process import ProcessRuntime
+    from evaluator.tasks import load_tasks
+    from store.blobs import LocalBlobStore
+
+    task = load_tasks()["translation"]
+    blobs = LocalBlobStore(tmp_path / "blobs")
+    image = example_image("dynalab2_translation")
+    in_container = run_evaluation(
+        task,
+        DockerRuntime(image, task.limits, "dynalab2", client=docker_client, label_owner=owner),
+        blobs,
+    )
+    as_process = run_evaluation(
+        task,
+        ProcessRuntime([sys.executable, str(MODELS / "translation_dictionary" / "model.py")]),
+        blobs,
+    )
+    assert in_container.failure is None and as_process.failure is None
+    assert {s.key: s.value for s in in_container.scores} == {
+        s.key: s.value for s in as_process.scores
+    }
