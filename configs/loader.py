@@ -436,15 +436,16 @@ class _TaskParser:
 
     def dataset(self, value: Any, field: str) -> DatasetSpec:
         spec = self.mapping(value, field)
-        if set(spec) != {"name", "path"}:
-            raise self.fail(field, "needs exactly 'name' and 'path'")
+        if not {"name", "path"} <= set(spec) <= {"name", "path", "public"}:
+            raise self.fail(field, "needs 'name' and 'path' (and may say 'public')")
         path = self.text(spec["path"], f"{field}.path")
         name = self.text(spec["name"], f"{field}.name")
+        public = self.flag(spec.get("public", False), f"{field}.public")
         if path.startswith(BLOB_PREFIX):
-            return DatasetSpec(name, self.blob_path(path, f"{field}.path"))
+            return DatasetSpec(name, self.blob_path(path, f"{field}.path"), public)
         if not (self.config_dir / path).is_file():
             raise self.fail(f"{field}.path", f"no such file {path!r} under {self.config_dir}")
-        return DatasetSpec(name, path)
+        return DatasetSpec(name, path, public)
 
     def blob_path(self, path: str, field: str) -> str:
         """The local file of a blob-backed dataset (an absolute path: joined to the config

@@ -52,6 +52,9 @@ class DatasetSpec:
 
     name: str
     path: str
+    # Published (a dev set, or data that ships with Dynaeval): a model's page may show a few
+    # of its examples with the model's predictions. Scored like any other set of its round.
+    public: bool = False
 
 
 @dataclass(frozen=True)
@@ -205,7 +208,12 @@ class TaskSpec:
             },
             "metric": self.metric,
             "rounds": [
-                {"name": r.name, "weight": r.weight, "datasets": [d.name for d in r.datasets]}
+                {
+                    "name": r.name,
+                    "weight": r.weight,
+                    "datasets": [d.name for d in r.datasets],
+                    "public": [d.name for d in r.datasets if d.public],
+                }
                 for r in self.rounds
             ],
             "perturbations": {

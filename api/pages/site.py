@@ -44,6 +44,7 @@ from store.rules.principals import ModelAccess
 from usecases.boards import assemble as boards
 from usecases.boards import public
 from usecases.boards.default_view import task_defaults
+from usecases.boards.examples import example_predictions
 from usecases.service import Service
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -308,6 +309,7 @@ def model_page(model_id: str) -> Any:
         job=(submission or {}).get("job"),
         task=task,
         view=public.model_view(found),
+        shown=example_predictions(service(), task, model_id) if task else [],
         published=access.published,
         may_publish=principal().may_publish(access),
         downloads={
