@@ -395,7 +395,7 @@ class _TaskParser:
         given = value["fooled_threshold"]
         if not _finite_number(given) or not low <= given <= high:
             raise self.fail("output.fooled_threshold", f"must be a number from {low:g} to {high:g}")
-        return float(given)
+        return float(given) + 0.0  # -0.0 is 0
 
     def metric(self, value: Any, output_type: str) -> str:
         try:

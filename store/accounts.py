@@ -17,11 +17,12 @@ from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from store.db import Database
+from store.leases import updated
 from store.models import ModelRow, TaskRow, TokenRow, UserRow
 from store.rules.principals import (
     ADMIN,
@@ -91,7 +92,9 @@ def parse_scopes(scopes: list[str] | tuple[str, ...], role: str) -> frozenset[st
     beyond = chosen - ROLE_SCOPES[role]
     if beyond:
         raise AccountError(
-            "scope_not_allowed", f"a {role} cannot hold scope(s) {', '.join(sorted(beyond))}"
+            "scope_not_allowed",
+            f"{'an' if role[:1] in 'aeiou' else 'a'} {role} cannot hold scope(s) "
+            f"{', '.join(sorted(beyond))}",
         )
     return chosen
 
@@ -134,19 +137,24 @@ class Accounts:
         if role not in ROLES:
             raise AccountError("invalid_role", f"role must be one of {', '.join(ROLES)}")
         with self.db.session() as session, session.begin():
-            user = session.scalars(select(UserRow).where(UserRow.name == name)).first()
-            if user is None:
+            # PostgreSQL: two demotions at once wait for each other here, and the second
+            # then counts the admins the first left (SQLite ignores the lock; its single
+            # UPDATE below is atomic under its one writer lock)
+            session.execute(select(UserRow.id).where(UserRow.role == ADMIN).with_for_update())
+            admins = (
+                select(func.count()).select_from(UserRow).where(UserRow.role == ADMIN)
+            ).scalar_subquery()
+            change = update(UserRow).where(UserRow.name == name).values(role=role)
+            if role != ADMIN:  # the check and the write in one statement: no race between
+                change = change.where((UserRow.role != ADMIN) | (admins > 1))
+            if updated(session, change) == 1:
+                user = session.scalars(select(UserRow).where(UserRow.name == name)).one()
+                return _user_dict(user)
+            if session.scalars(select(UserRow).where(UserRow.name == name)).first() is None:
                 raise AccountError("unknown_user", f"there is no user {name!r}")
-            if user.role == ADMIN and role != ADMIN:
-                admins = session.scalar(
-                    select(func.count()).select_from(UserRow).where(UserRow.role == ADMIN)
-                )
-                if (admins or 0) <= 1:
-                    raise AccountError(
-                        "last_admin", f"{name!r} is the last admin: make another admin first"
-                    )
-            user.role = role
-            return _user_dict(user)
+            raise AccountError(
+                "last_admin", f"{name!r} is the last admin: make another admin first"
+            )
 
     def users(self) -> list[dict[str, Any]]:
         with self.db.session() as session:

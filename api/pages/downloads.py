@@ -121,6 +121,8 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     rounds = board["rounds"]
+    # the metrics reported beside the task's own (BLEU beside chrF++), in the order found
+    beside = list(dict.fromkeys(k for m in board["models"] for k in (m.get("secondary") or {})))
     writer.writerow(
         [
             "rank",
@@ -133,6 +135,7 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
             *AXES,
             "performance_ci_low",
             "performance_ci_high",
+            *(f"{metric}{col}" for metric in beside for col in ("", "_ci_low", "_ci_high")),
             "memory_peak",
             *(f"{axis}_units" for axis in AXES),
             *(f"{r}_{col}" for r in rounds for col in ("performance", "ci_low", "ci_high")),
@@ -157,6 +160,7 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
             m["dynascore"] if board["dynascore_defined"] else None,
             *(m.get(axis) for axis in AXES),
             *ci,
+            *_beside(m, beside),
             m.get("memory_peak"),
             *(m["units"].get(axis) for axis in AXES),
         ]
@@ -167,11 +171,21 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
         cells += [m.get("partial", False), " ".join(m.get("not_scored_on") or [])]
         cells += [m.get("throughput_mode"), m.get("conditions"), None]
         writer.writerow(["" if c is None else c for c in cells])
-    width = 7 + len(AXES) * 2 + 3 + len(rounds) * 3  # rank .. units, then the rounds
+    width = 7 + len(AXES) * 2 + 3 + 3 * len(beside) + len(rounds) * 3  # rank .. the rounds
     for u in board["unranked"]:
         blanks = [""] * (width - 5 + 4)  # the model's columns, then partial .. conditions
         writer.writerow(["", "", "", u["model_id"], u["name"], *blanks, u["reason"]])
     return out.getvalue()
+
+
+def _beside(model: dict[str, Any], metrics: list[str]) -> list[Any]:
+    """Each metric's value and interval, blank where the model has none."""
+    values, intervals = model.get("secondary") or {}, model.get("secondary_ci") or {}
+    cells: list[Any] = []
+    for metric in metrics:
+        low, high = intervals.get(metric) or [None, None]
+        cells += [values.get(metric), low, high]
+    return cells
 
 
 @downloads.route("/submissions/<model_id>/scores/download")

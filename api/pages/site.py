@@ -43,6 +43,7 @@ from dynascore.weights import Weights
 from store.rules.principals import ModelAccess
 from usecases.boards import assemble as boards
 from usecases.boards import public
+from usecases.boards.assemble import METRIC_LABELS
 from usecases.boards.default_view import task_defaults
 from usecases.boards.examples import example_predictions
 from usecases.service import Service
@@ -56,16 +57,6 @@ AXIS_LABELS = {
     "memory": "Memory",
     "robustness": "Robustness",
     "fairness": "Fairness",
-}
-# metric names as a page's column shows them
-METRIC_LABELS = {
-    "bleu": "BLEU",
-    "chrf": "chrF++",
-    "exact_match": "Exact match",
-    "squad_f1": "F1",
-    "vqa_accuracy": "VQA accuracy",
-    "accuracy": "Accuracy",
-    "macro_f1": "Macro F1",
 }
 AXIS_UNITS = {
     "performance": "0–100",
@@ -88,6 +79,12 @@ def num(value: Any, digits: int = 1) -> str:
     if abs(value) >= 1e6:
         return f"{value:,.0f}"
     return f"{value:,.{digits}f}"
+
+
+@pages.app_template_filter("label_of")
+def label_of(metric: str) -> str:
+    """A metric's name as a column shows it."""
+    return METRIC_LABELS.get(metric, metric)
 
 
 @pages.app_template_filter("tojson_script")

@@ -103,3 +103,41 @@ def test_the_page_shows_bleu_beside_chrf(tmp_path: Path) -> None:
         assert "secondary" in api["models"][0]
     finally:
         service.close()
+
+
+def test_the_csv_download_and_the_model_page_carry_bleu(tmp_path: Path) -> None:
+    """Found by an outside trial: the download and the model page had chrF++ alone."""
+    import csv
+    import io
+
+    from api.app import create_app
+    from configs.vocabulary.results import EvaluationResult
+    from tests.unit.auth_helpers import issue_token, signed_in
+    from tests.unit.test_api import DOCKER
+    from usecases.service import Service
+
+    service = Service.open(tmp_path / "data")
+    try:
+        given = row("a", (30.0, 10.0), (60.0, 40.0))
+        summary = {k: v for k, v in given.items() if k not in ("model_id", "name", "rounds")}
+        summary["secondary_ci"] = {"bleu": [15.0, 25.0]}
+        model_id, job_id = service.store.submit("translation", "a", DOCKER)
+        claimed = service.store.claim("w", 60)
+        assert claimed is not None
+        result = EvaluationResult("translation", "done", summary=summary, rounds=given["rounds"])
+        assert service.store.finish(job_id, "w", result, lease=claimed.lease)
+        client = signed_in(create_app(service).test_client(), issue_token(service))
+        text = client.get("/api/v1/tasks/translation/leaderboard/download?format=csv").get_data(
+            as_text=True
+        )
+        (first,) = list(csv.DictReader(io.StringIO(text)))
+        assert (first["bleu"], first["bleu_ci_low"], first["bleu_ci_high"]) == (
+            "20.0",
+            "15.0",
+            "25.0",
+        )
+        page = client.get(f"/models/{model_id}").get_data(as_text=True)
+        assert 'BLEU <span class="sub">(beside chrF++)</span>' in page
+        assert "20.0" in page
+    finally:
+        service.close()

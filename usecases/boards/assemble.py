@@ -36,6 +36,19 @@ class BadWeights(ValueError):
     """A weights or rounds query the page cannot use (the sentence says why)."""
 
 
+# metric names as pages show them (the page's script reads them from its data)
+METRIC_LABELS = {
+    "bleu": "BLEU",
+    "spbleu": "spBLEU",
+    "chrf": "chrF++",
+    "exact_match": "Exact match",
+    "squad_f1": "F1",
+    "vqa_accuracy": "VQA accuracy",
+    "accuracy": "Accuracy",
+    "macro_f1": "Macro F1",
+}
+
+
 def secondary_metrics(task: TaskSpec) -> tuple[str, ...]:
     """The metrics a board shows beside the task's own (BLEU beside chrF++)."""
     return get_output_type(task.output_type).secondary_metrics(task.metric)
@@ -279,6 +292,7 @@ def page_data(
         "instance_memory_gib": instance_memory_gib or task.instance_memory_gib,
         "tolerance": TOLERANCE,
         "secondary_metrics": list(secondary_metrics(task)),
+        "metric_labels": METRIC_LABELS,
         "unmeasured": list(task.unmeasured_axes),  # left out of every Dynascore, as the API
         "resolution": {axis: value.to_dict() for axis, value in resolutions_of(rows).items()},
         "models": models,

@@ -8,7 +8,9 @@ shown only when they were made on this very version of the set (its hash).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+
 from configs.schema import TaskSpec
 from configs.vocabulary.examples import Example
 from evaluator.inputs.datasets import DatasetError, load_examples
@@ -74,11 +76,12 @@ def _shown(task: TaskSpec, example: Example, prediction: str) -> ShownExample:
     fields = tuple(
         ShownField(name, task.field_kind(name), example.inputs[name]) for name in task.input_fields
     )
-    output = get_output_type(task.output_type)
-    gold = example.references and output.several_references
-    return ShownExample(
-        example.uid,
-        fields,
-        (example.target, *example.references) if gold else (example.target,),
-        prediction,
-    )
+    several = get_output_type(task.output_type).several_references
+    gold = (example.target, *example.references) if several else (example.target,)
+    return ShownExample(example.uid, fields, _counted(gold), prediction)
+
+
+def _counted(references: tuple[str, ...]) -> tuple[str, ...]:
+    """Repeated references once each, with their count ('orange ×9'), in first order."""
+    counts = Counter(references)
+    return tuple(f"{ref} ×{counts[ref]}" if counts[ref] > 1 else ref for ref in counts)

@@ -195,10 +195,14 @@
     cells.push('<td class="n score">' + (result.defined ? fmt(e.score, 1) : '<span class="undef" title="undefined">—</span>') + "</td>");
     cells.push('<td class="n raw">' + (result.defined ? fmt(e.dynascore, 2) : "—") + "</td>");
     cells.push('<td class="n">' + fmt(m.performance, 1) + ci(m.performance_ci) + "</td>");
-    (data.secondary_metrics || []).forEach(function (metric) {
+    var beside = data.secondary_metrics || [];
+    if (beside.length) {  // one column for every metric reported beside the task's own
       var cis = m.secondary_ci || {};
-      cells.push('<td class="n secondary">' + fmt((m.secondary || {})[metric], 1) + ci(cis[metric]) + "</td>");
-    });
+      cells.push('<td class="n secondary">' + beside.map(function (metric) {
+        var label = beside.length > 1 ? '<span class="sub">' + esc(data.metric_labels[metric] || metric) + "</span> " : "";
+        return '<div data-metric="' + esc(metric) + '">' + label + fmt((m.secondary || {})[metric], 1) + ci(cis[metric]) + "</div>";
+      }).join("") + "</td>");
+    }
     cells.push('<td class="n">' + fmt(m.throughput, 0) + throughputMarks(m) + "</td>");
     cells.push('<td class="n" title="peak ' + fmt(m.memory_peak, 3) + ' GiB">' + fmt(m.memory, 3) + "</td>");
     cells.push('<td class="n">' + fmt(m.robustness, 1) + "</td>");
