@@ -110,3 +110,11 @@ def test_the_public_flag_is_in_the_task_and_checked(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="must be true or false") as caught:
         load_task(path, CONFIG_DIR)
     assert caught.value.field == "rounds[0].datasets[0].public"
+
+
+def test_an_unmeasured_axis_reads_as_such_on_the_pages(service: Service) -> None:
+    model_id = finished(service, "v2", AXES_A, task="vqa")
+    html = page(service, model_id)
+    assert "not measured for this task (it lists no fairness perturbation)" in html
+    board = create_app(service).test_client().get("/tasks/vqa").get_data(as_text=True)
+    assert "folds the 4 measured axes" in board
