@@ -42,7 +42,9 @@ from evaluator.provenance import code_version
 from evaluator.runtimes.runtime import ExitReason, Runtime
 from evaluator.scoring import variants
 from evaluator.scoring.rollup import summarise
+from evaluator.scoring.spbleu import installed_sha256
 from evaluator.transport.client import ModelClient
+from metrics.outputs import get_output_type
 from perturbations.perturbation import get_perturbation
 from store.backfill import CarriedResult
 from store.blobs import BlobStore
@@ -402,8 +404,16 @@ class Evaluation:
             "limits": self.task.limits.__dict__,
             "conditions": self.profile.get("conditions"),  # None: failed before profiling
             "duration_s": round(time.monotonic() - self.started_at, 3),
+            **self.spbleu_provenance(),
             **self.backfill_provenance(),
         }
+
+    def spbleu_provenance(self) -> dict[str, Any]:
+        """Which SentencePiece model spBLEU used, when it scored this run."""
+        output = get_output_type(self.task.output_type)
+        uses = "spbleu" in (self.task.metric, *output.secondary_metrics(self.task.metric))
+        model = installed_sha256() if uses else None
+        return {"spbleu_model_sha256": model} if model else {}
 
     def backfill_provenance(self) -> dict[str, Any]:
         if self.carried is None:

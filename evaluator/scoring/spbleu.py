@@ -17,6 +17,7 @@ from pathlib import Path
 from metrics.translation import use_sentencepiece
 
 SETTING = "DYNAEVAL_SPBLEU_MODEL"
+_INSTALLED: list[str] = []  # the sha256 of the installed model, when there is one
 
 
 class SpBleuModelError(RuntimeError):
@@ -27,6 +28,7 @@ def install(path: Path | None) -> str | None:
     """Load the model at ``path`` (None: remove spBLEU) and return its sha256."""
     if path is None:
         use_sentencepiece(None)
+        _INSTALLED.clear()
         return None
     try:
         import sentencepiece
@@ -43,7 +45,14 @@ def install(path: Path | None) -> str | None:
         return " ".join(processor.EncodeAsPieces(line))
 
     use_sentencepiece(pieces)
-    return hashlib.sha256(data).hexdigest()
+    digest = hashlib.sha256(data).hexdigest()
+    _INSTALLED[:] = [digest]
+    return digest
+
+
+def installed_sha256() -> str | None:
+    """The sha256 of the model spBLEU tokenises with (a result's provenance says it)."""
+    return _INSTALLED[0] if _INSTALLED else None
 
 
 def install_from_environment() -> str | None:

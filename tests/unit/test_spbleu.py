@@ -96,3 +96,19 @@ def test_a_setting_that_names_no_model_says_so(
         spbleu.install_from_environment()
     monkeypatch.delenv(spbleu.SETTING)
     assert spbleu.install_from_environment() is None
+
+
+def test_a_results_provenance_names_the_model_spbleu_used(installed: str, tmp_path: Path) -> None:
+    from evaluator.pipeline import Evaluation
+    from evaluator.runtimes.process import ProcessRuntime
+    from evaluator.tasks import load_tasks
+    from store.blobs import LocalBlobStore
+
+    tasks = load_tasks()
+    blobs = LocalBlobStore(tmp_path / "blobs")
+    runtime = ProcessRuntime(["true"])
+    translation = Evaluation(tasks["translation"], runtime, blobs)
+    assert translation.spbleu_provenance() == {"spbleu_model_sha256": installed}
+    assert Evaluation(tasks["sentiment"], runtime, blobs).spbleu_provenance() == {}
+    spbleu.install(None)
+    assert translation.spbleu_provenance() == {}
