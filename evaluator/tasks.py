@@ -32,7 +32,7 @@ from store.tasks import ConcurrentChange, NewDataset, StoredDataset, StoredSpec,
 
 PLUGINS = loader.Plugins(metrics=METRICS, perturbations=PERTURBATIONS, outputs=OUTPUT_TYPES)
 # every process that loads tasks (API, worker, CLI) offers spBLEU alike, or none does
-SPBLEU_MODEL_SHA256 = install_from_environment()
+install_from_environment()
 REFRESH_S = 5.0  # how stale a catalog may be before it looks for new versions again
 ATTEMPTS = 3  # a change that meets a concurrent one is re-read and tried again this often
 log = logging.getLogger(__name__)

@@ -9,40 +9,35 @@ reads the picture alike: the model should answer the same question the same way.
 The output is PNG (JPEG for the JPEG perturbation), the same size in pixels as the input; a
 PNG that would take more bytes than the original (or 64 KiB, if more) is written as a JPEG
 of quality 90, 75 or 60 instead (the first within that budget), so a noisy photograph stays
-near its original's size. The evaluator
-still checks every perturbed image against the limit before sending it.
+near its original's size. The evaluator still checks every perturbed image against the
+limit before sending it.
 """
 
 from __future__ import annotations
 
-import base64
 import io
 from collections.abc import Callable
 
 import numpy as np
 from PIL import Image, ImageEnhance, ImageFilter
 
-from configs.vocabulary.images import encode
+from configs.vocabulary.images import decoded_bytes, encode
 from perturbations.perturbation import Perturbation, register
 
 # Perturbed images are decoded from sets the evaluator already checked; this only bounds
 # what a perturbation will decode if handed something else.
 _MAX_DECODED_BYTES = 64 * 1024 * 1024
+# A perturbed picture may take as many bytes as its original, or this many if more: noise
+# makes a flat drawing's PNG incompressible, and a task's byte limit still holds for it.
+MIN_BUDGET_BYTES = 64 * 1024
 
 
 def _open(text: str) -> tuple[Image.Image, int]:
     """The picture as RGB, and the byte budget of its perturbed version."""
-    data = base64.b64decode(text, validate=True)
-    if len(data) > _MAX_DECODED_BYTES:
-        raise ValueError("image too large to perturb")
+    data = decoded_bytes(text, _MAX_DECODED_BYTES)
     with Image.open(io.BytesIO(data)) as image:
         rgb: Image.Image = image.convert("RGB")
     return rgb, max(len(data), MIN_BUDGET_BYTES)
-
-
-# A perturbed picture may take as many bytes as its original, or this many if more: noise
-# makes a flat drawing's PNG incompressible, and a task's byte limit still holds for it.
-MIN_BUDGET_BYTES = 64 * 1024
 
 
 JPEG_QUALITIES = (90, 75, 60)  # tried in turn when a PNG would be over its budget

@@ -38,6 +38,7 @@ from api.pages.visibility import (
 from api.ratelimit import login_limited
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
+from configs.vocabulary.images import data_uri
 from configs.vocabulary.jobs import JobStatus
 from dynascore.weights import Weights
 from store.rules.principals import ModelAccess
@@ -94,17 +95,7 @@ def tojson_script(value: Any) -> Markup:
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
-@pages.app_template_filter("image_src")
-def image_src(value: Any) -> str:
-    """An image field's value as a ``data:`` address for ``<img src>``; empty when it is not
-    a PNG or JPEG (a stored value passed the check on its way in, so this only re-reads the
-    signature)."""
-    if not isinstance(value, str):
-        return ""
-    for prefix, media in (("iVBORw0KGgo", "image/png"), ("/9j/", "image/jpeg")):
-        if value.startswith(prefix) and all(c.isalnum() or c in "+/=" for c in value):
-            return f"data:{media};base64,{value}"
-    return ""
+pages.add_app_template_filter(data_uri, "image_src")
 
 
 @pages.app_context_processor

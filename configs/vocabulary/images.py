@@ -95,3 +95,24 @@ def _check_size(width: int, height: int) -> None:
 def encode(data: bytes) -> str:
     """Image bytes as the base64 text an image field holds."""
     return base64.b64encode(data).decode("ascii")
+
+
+_BASE64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+# how the base64 of each format's signature starts
+_ENCODED_SIGNATURES = (("iVBORw0KGgo", "image/png"), ("/9j/", "image/jpeg"))
+
+
+def plain_base64(value: str) -> bool:
+    """Whether ``value`` holds only the base64 alphabet (so JSON and HTML need no escapes in
+    it), checked in C at a fraction of the cost of decoding."""
+    return value.isascii() and not value.encode("ascii").translate(None, _BASE64_ALPHABET)
+
+
+def data_uri(value: object) -> str:
+    """A stored image field as a ``data:`` address for ``<img src>``; empty when it is not
+    plain base64 of a PNG or JPEG (a stored value passed :func:`check_image` on its way in,
+    so this only re-reads the signature and the alphabet)."""
+    if not isinstance(value, str) or not plain_base64(value):
+        return ""
+    media = next((m for prefix, m in _ENCODED_SIGNATURES if value.startswith(prefix)), None)
+    return f"data:{media};base64,{value}" if media else ""

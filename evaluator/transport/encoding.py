@@ -15,13 +15,9 @@ import secrets
 from collections.abc import Collection
 from typing import Any
 
-_BASE64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+from configs.vocabulary.images import plain_base64
+
 _MIN_SPLICED = 256  # shorter values are escaped as usual: splicing them gains nothing
-
-
-def plain_base64(value: str) -> bool:
-    """Whether ``value`` holds only the base64 alphabet (so JSON needs no escapes in it)."""
-    return value.isascii() and not value.encode("ascii").translate(None, _BASE64)
 
 
 def dump_body(payload: Any, image_fields: Collection[str]) -> bytes:

@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from evaluator.transport.encoding import dump_body, plain_base64
+from configs.vocabulary.images import plain_base64
+from evaluator.transport.encoding import dump_body
 
 
 def b64(n: int, seed: int = 0) -> str:

@@ -283,3 +283,13 @@ def test_an_image_field_is_no_slice_column(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="is an image field, not a group label") as caught:
         load_spec(tmp_path, {**vqa_spec(), "slices": ["image"]})
     assert caught.value.field == "slices"
+
+
+def test_a_stored_picture_becomes_a_data_address_only_when_it_is_plain_base64() -> None:
+    from configs.vocabulary.images import data_uri
+
+    png, jpeg = picture(), picture("JPEG")
+    assert data_uri(png) == f"data:image/png;base64,{png}"
+    assert data_uri(jpeg) == f"data:image/jpeg;base64,{jpeg}"
+    assert data_uri(png + '"><script>') == "" and data_uri(png[:20] + "é") == ""
+    assert data_uri(picture("GIF")) == "" and data_uri(None) == ""
