@@ -20,9 +20,18 @@ def _weighted_mean(pairs: Sequence[tuple[float | None, float]]) -> float | None:
     return sum(value * weight for value, weight in kept) / total if total else None
 
 
+def _on_originals(scores: Sequence[Score], round_name: str, metric: str) -> list[Score]:
+    """The round's scores of ``metric`` on its sets' original examples (no slice)."""
+    return [
+        s for s in scores
+        if s.key.round == round_name and not s.key.slice
+        and s.key.variant == ORIGINAL and s.key.metric == metric
+    ]  # fmt: skip
+
+
 def _round_row(task: TaskSpec, round_name: str, scores: Sequence[Score]) -> dict[str, Any]:
     mine = [s for s in scores if s.key.round == round_name and not s.key.slice]
-    perf = [s for s in mine if s.key.variant == ORIGINAL and s.key.metric == task.metric]
+    perf = _on_originals(scores, round_name, task.metric)
     row: dict[str, Any] = {
         "round": round_name,
         "performance": _weighted_mean([(s.value, 1.0) for s in perf]),
@@ -140,11 +149,7 @@ def _add_secondary(
     for spec, row in zip(task.rounds, rounds, strict=True):
         row["secondary"], row["secondary_ci"] = {}, {}
         for metric in metrics:
-            found = [
-                s for s in scores
-                if s.key.round == spec.name and s.key.metric == metric
-                and s.key.variant == ORIGINAL and not s.key.slice
-            ]  # fmt: skip
+            found = _on_originals(scores, spec.name, metric)
             row["secondary"][metric] = _weighted_mean([(s.value, 1.0) for s in found])
             if len(spec.datasets) > 1:
                 row["secondary_ci"][metric] = _round_interval(spec, replicates.get(metric, {}))

@@ -171,7 +171,8 @@ def result(
 
 
 def finish(service: Service, name: str, evaluation: EvaluationResult) -> str:
-    model_id, job_id = service.store.submit(TASK, name, DOCKER)
+    """A submission of ``evaluation.task`` claimed and finished with ``evaluation``."""
+    model_id, job_id = service.store.submit(evaluation.task, name, DOCKER)
     claimed = service.store.claim("seed-worker", 60)
     assert claimed is not None and claimed.id == job_id
     assert service.store.finish(job_id, "seed-worker", evaluation, lease=claimed.lease)
@@ -224,11 +225,7 @@ def seed_single(service: Service) -> str:
         scores=[Score(key, 61.0, 100, 58.0, 64.0)],
         provenance={"code_version": "0.1.0+gtest", "dataset_hashes": dict(hashes)},
     )
-    model_id, job_id = service.store.submit("nli", "lonely-model", DOCKER)
-    claimed = service.store.claim("seed-worker", 60)
-    assert claimed is not None and claimed.id == job_id
-    assert service.store.finish(job_id, "seed-worker", evaluation, lease=claimed.lease)
-    return model_id
+    return finish(service, "lonely-model", evaluation)
 
 
 def seed_unmeasured(service: Service) -> list[str]:
@@ -250,11 +247,7 @@ def seed_unmeasured(service: Service) -> list[str]:
             rounds=rows,
             provenance={"code_version": "0.1.0+gtest", "dataset_hashes": dict(hashes)},
         )
-        model_id, job_id = service.store.submit("vqa", f"vqa-model-{i}", DOCKER)
-        claimed = service.store.claim("seed-worker", 60)
-        assert claimed is not None and claimed.id == job_id
-        assert service.store.finish(job_id, "seed-worker", evaluation, lease=claimed.lease)
-        ids.append(model_id)
+        ids.append(finish(service, f"vqa-model-{i}", evaluation))
     return ids
 
 
@@ -290,9 +283,5 @@ def seed_translation(service: Service) -> list[str]:
             scores=scores,
             provenance={"code_version": "0.1.0+gtest", "dataset_hashes": dict(hashes)},
         )
-        model_id, job_id = service.store.submit("translation", f"mt-model-{i}", DOCKER)
-        claimed = service.store.claim("seed-worker", 60)
-        assert claimed is not None and claimed.id == job_id
-        assert service.store.finish(job_id, "seed-worker", evaluation, lease=claimed.lease)
-        ids.append(model_id)
+        ids.append(finish(service, f"mt-model-{i}", evaluation))
     return ids

@@ -91,6 +91,19 @@ def world(tmp_path: Path) -> Iterator[World]:
     service.close()
 
 
+def one_task_world(tmp_path: Path, task: str, model: str) -> Iterator[World]:
+    """A public ``task`` owned by "owner", a "writer", and one scored model called ``model``
+    in the loop's pool (for the fixtures of the other output types' loop tests)."""
+    service = Service.open(tmp_path / "data", clock=ManualClock())
+    tokens = {name: issue_token(service, name, "researcher") for name in ("writer", "owner")}
+    Accounts(service.db).set_task_access(task, "owner", private=False)
+    models = {model: finished(service, model, AXES_A, task=task)}
+    pool = FakePool()
+    service.live = pool  # type: ignore[assignment]
+    yield World(create_app(service), service, tokens, models, pool)
+    service.close()
+
+
 def url(task: str = "sentiment", tail: str = "collection") -> str:
     return f"/api/v1/tasks/{task}/rounds/{ROUND}/{tail}"
 

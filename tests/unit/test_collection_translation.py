@@ -12,16 +12,11 @@ from typing import Any
 
 import pytest
 
-from api.app import create_app
-from configs.vocabulary.clock import ManualClock
 from evaluator.inputs.datasets import parse_lines
-from store.accounts import Accounts
 from store.collection import StoredExample
-from tests.unit.auth_helpers import issue_token
-from tests.unit.test_api import AXES_A, assert_error, finished
-from tests.unit.test_collection_api import FakePool, World, url
+from tests.unit.test_api import assert_error
+from tests.unit.test_collection_api import World, one_task_world, url
 from usecases.collection.freezing import dataset_lines
-from usecases.service import Service
 
 TASK = "translation"
 SOURCE = {
@@ -34,14 +29,7 @@ REFERENCE = "Heute liest Nora ein Buch in der Bibliothek."
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    service = Service.open(tmp_path / "data", clock=ManualClock())
-    tokens = {name: issue_token(service, name, "researcher") for name in ("writer", "owner")}
-    Accounts(service.db).set_task_access(TASK, "owner", private=False)
-    models = {"t": finished(service, "t", AXES_A, task=TASK)}
-    pool = FakePool()
-    service.live = pool  # type: ignore[assignment]
-    yield World(create_app(service), service, tokens, models, pool)
-    service.close()
+    yield from one_task_world(tmp_path, TASK, "t")
 
 
 def open_translation_round(world: World) -> None:

@@ -16,16 +16,12 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from api.app import create_app
-from configs.vocabulary.clock import ManualClock
 from evaluator.inputs.datasets import parse_lines
-from store.accounts import Accounts
 from store.collection import Collection, StoredExample
 from tests.unit.auth_helpers import issue_token
-from tests.unit.test_api import AXES_A, assert_error, finished
-from tests.unit.test_collection_api import ROUND, FakePool, World, url
+from tests.unit.test_api import assert_error
+from tests.unit.test_collection_api import ROUND, World, one_task_world, url
 from usecases.collection.freezing import dataset_lines
-from usecases.service import Service
 
 TASK = "vqa"
 ANSWERS = ["red", "red", "red", "orange"]
@@ -45,14 +41,7 @@ INPUTS = {"image": PICTURE, "question": "What color is the square?"}
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    service = Service.open(tmp_path / "data", clock=ManualClock())
-    tokens = {name: issue_token(service, name, "researcher") for name in ("writer", "owner")}
-    Accounts(service.db).set_task_access(TASK, "owner", private=False)
-    models = {"v": finished(service, "v", AXES_A, task=TASK)}
-    pool = FakePool()
-    service.live = pool  # type: ignore[assignment]
-    yield World(create_app(service), service, tokens, models, pool)
-    service.close()
+    yield from one_task_world(tmp_path, TASK, "v")
 
 
 def open_round(world: World) -> None:
