@@ -327,6 +327,17 @@ class Accounts:
             row = session.get(ModelRow, model_id)
             return ModelAccess(row.id, row.task, row.owner_id, bool(row.published)) if row else None
 
+    def task_publications(self, task: str) -> list[ModelAccess]:
+        """Every submission of ``task`` with its owner and publication, in one query (a
+        leaderboard page decides which of its models the viewer may open)."""
+        with self.db.session() as session:
+            rows = session.execute(
+                select(ModelRow.id, ModelRow.owner_id, ModelRow.published).where(
+                    ModelRow.task == task
+                )
+            )
+            return [ModelAccess(i, task, owner, bool(published)) for i, owner, published in rows]
+
     def set_published(self, model_id: str, published: bool) -> ModelAccess | None:
         """Publish or unpublish a submission; None when there is none."""
         with self.db.session() as session, session.begin():

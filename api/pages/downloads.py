@@ -23,6 +23,7 @@ from configs.vocabulary.axes import AXES
 from usecases.boards import assemble as boards
 from usecases.boards import public
 from usecases.boards.default_view import task_defaults
+from usecases.boards.page import board as weighted_board
 from usecases.service import Service
 
 downloads = Blueprint(
@@ -109,7 +110,7 @@ def leaderboard_download(
         )
     except boards.BadWeights as exc:
         raise ApiError(400, "bad_weights", str(exc)) from None
-    board = boards.board(service(), task, chosen, round_weights, instance_memory)
+    board = weighted_board(service(), task, chosen, round_weights, instance_memory)
     name = f"{task.name}-leaderboard"
     if format == "json":
         return _attachment(json.dumps(board, indent=2), "application/json", f"{name}.json")

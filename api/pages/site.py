@@ -31,7 +31,7 @@ from api.errors import ApiError, error_body
 from api.pages.visibility import (
     decide_publication,
     model_private_visible,
-    model_visible,
+    openable_models,
     readable_model,
     task_visible,
 )
@@ -43,10 +43,12 @@ from configs.vocabulary.jobs import JobStatus
 from dynascore.weights import Weights
 from store.rules.principals import ModelAccess
 from usecases.boards import assemble as boards
+from usecases.boards import page as boards_page
 from usecases.boards import public
 from usecases.boards.assemble import METRIC_LABELS
 from usecases.boards.default_view import task_defaults
 from usecases.boards.examples import example_predictions
+from usecases.boards.page import board as weighted_board
 from usecases.service import Service
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -91,7 +93,11 @@ def label_of(metric: str) -> str:
 @pages.app_template_filter("tojson_script")
 def tojson_script(value: Any) -> Markup:
     """JSON safe inside a <script type="application/json"> element."""
-    text = json.dumps(value, allow_nan=False)
+    return script_json(json.dumps(value, allow_nan=False))
+
+
+def script_json(text: str) -> Markup:
+    """JSON text made safe inside a <script type="application/json"> element."""
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
@@ -187,35 +193,67 @@ def board_page(
     error: str = "",
     **extra: Any,
 ) -> tuple[str, int]:
-    """A leaderboard page for these weights (the task page, and a saved view's page)."""
-    board = boards.board(service(), task, weights, round_weights)
-    data = boards.page_data(service(), task, weights, round_weights, may_open=model_visible)
+    """A leaderboard page for these weights (the task page, and a saved view's page): one
+    page of the ranking written (``?page=``), every row in the script's data."""
+    board = weighted_board(service(), task, weights, round_weights)
+    data = boards_page.page_data(
+        service(), task, weights, round_weights, openable=openable_models(task.name)
+    )
     query = _query(weights.to_dict(), round_weights, task)
-    data["rank_notes"] = rank_notes(board)  # the API's rank intervals, for these weights only
-    data["rank_notes_for"] = "&".join(f"{k}={v}" for k, v in query.items())
-    data["condition_groups"] = boards.condition_marks(board)  # marks only on mixed boards
+    notes = {
+        "rank_notes": rank_notes(board),  # the API's rank intervals, for these weights only
+        "rank_notes_for": "&".join(f"{k}={v}" for k, v in query.items()),
+        "condition_groups": boards.condition_marks(board),  # marks only on mixed boards
+    }
+    script = boards_page.PageData({**data.fields, **notes}, data.models_json)
     busy = _busy_jobs()
     pending = {
         status: busy.get((task.name, status), 0) for status in (JobStatus.QUEUED, JobStatus.RUNNING)
     }
+    rows = boards_page.RowPage.of(len(board["models"]), _page_number())
     return render_template(
         template,
         task=task,
         board=board,
+        rows=rows,
+        shown=board["models"][rows.start : rows.stop],
         pending={"queued": pending[JobStatus.QUEUED], "running": pending[JobStatus.RUNNING]},
         # ranks two models share, counted once (a filter per row was quadratic in models)
         tied_ranks={
             rank for rank, n in Counter(m["rank"] for m in board["models"]).items() if n > 1
         },
-        data=data,
-        pages_of={m["model_id"]: m["page"] for m in data["models"]},
+        data={**data.fields, **notes},
+        data_script=script_json(script.to_json()),
+        openable=frozenset(data.fields["openable"]),
         error=error,
         shares=_shares(board, weights.to_dict()),
         query=query,
+        page_links=_page_links(rows, query, request.view_args or {}),
         downloads=_downloads(task, query),
         huge=_huge(board),
         **extra,
     ), (400 if error else 200)
+
+
+def _page_number() -> int:
+    """``?page=N`` (1-based); anything else is the first page."""
+    text = request.args.get("page", "")
+    return int(text) if text.isdigit() and len(text) < 7 else 1
+
+
+def _page_links(
+    rows: boards_page.RowPage, query: dict[str, str], args: dict[str, Any]
+) -> dict[str, str]:
+    """The addresses of the first, previous, next and last pages, keeping the weights."""
+    if rows.pages == 1:
+        return {}
+    numbers = {"first": 1, "previous": rows.number - 1, "next": rows.number + 1, "last": rows.pages}
+    endpoint = request.endpoint or "pages.task_page"
+    return {
+        name: url_for(endpoint, **{**args, **query, "page": n}) + "#leaderboard"
+        for name, n in numbers.items()
+        if 1 <= n <= rows.pages and n != rows.number
+    }
 
 
 def _weights_query(task: TaskSpec) -> str | None:

@@ -33,6 +33,17 @@ def model_visible(model_id: str) -> bool:
     return readable_model(model_id) is not None
 
 
+def openable_models(task: str) -> frozenset[str]:
+    """The ids of ``task``'s models whose pages the caller may open (one query for a whole
+    leaderboard: asking model by model cost two queries a row)."""
+    if not task_visible(task):
+        return frozenset()
+    who = principal()
+    return frozenset(
+        m.model_id for m in accounts().task_publications(task) if who.may_read_model(m)
+    )
+
+
 def model_private_visible(found: ModelAccess) -> bool:
     """The failure reason and log tail: the submitter's, task owner's and admins' only."""
     return principal().may_see_model(found.task, found.owner_id)

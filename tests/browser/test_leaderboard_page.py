@@ -367,6 +367,38 @@ def test_plot_marks_differ_by_shape_as_well_as_colour(browser: Any, live: Live) 
     assert len(legend) == len(marks)
 
 
+def test_the_pareto_front_is_the_pairwise_definitions(browser: Any, live: Live) -> None:
+    """The sweep finds exactly the points no other beats on both axes, ties included
+    (checked against the pair-by-pair definition on grids full of ties)."""
+    open_board(browser, live)
+    rng = random.Random(11)
+    for trial in range(40):
+        n = rng.choice([1, 2, 5, 30, 200])
+        grid = rng.choice([3, 10, 1000])
+        points = [
+            {"id": str(i), "x": rng.randrange(grid) / 7, "y": rng.randrange(grid) / 3}
+            for i in range(n)
+        ]
+        for better in (1, -1):
+            found = browser.execute_script(
+                "return Plots.pareto(arguments[0], arguments[1]).map(function (p) { return p.id; });",
+                points,
+                better,
+            )
+            expected = [
+                p["id"]
+                for p in points
+                if not any(
+                    q is not p
+                    and better * q["x"] >= better * p["x"]
+                    and q["y"] >= p["y"]
+                    and (better * q["x"] > better * p["x"] or q["y"] > p["y"])
+                    for q in points
+                )
+            ]
+            assert found == expected, (trial, better)
+
+
 def test_tick_labels_never_repeat(browser: Any, live: Live) -> None:
     open_board(browser, live)
     for ticks in ([1.62, 1.625, 1.63, 1.635], [10500, 11000, 11500], [0.5, 1, 1.5], [0.01, 0.1, 1]):

@@ -1,12 +1,14 @@
 """A long leaderboard (300 models) in headless Chromium: the table shows the rows around
 the viewport (rows.js), always in the API's order at their places in the ranking, reached
-by scrolling and by Tab; every row is there without JavaScript and after "Show every row"."""
+by scrolling and by Tab; every row is in the DOM after "Show every row", and without
+JavaScript the server's pages of 100 rows walk the whole ranking."""
 
 from __future__ import annotations
 
 import random
 import urllib.parse
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -170,10 +172,100 @@ def test_show_every_row_puts_the_whole_ranking_in_the_dom(browser: Any, long_boa
     assert_window_in_api_order(long_board, browser)
 
 
-def test_without_javascript_every_row_is_served(browser_without_js: Any, long_board: Live) -> None:
-    open_long(browser_without_js, long_board)
-    rows = browser_without_js.find_elements(_by("CSS_SELECTOR"), "#leaderboard tbody tr")
-    shown = [(r.get_attribute("data-model-id"), int(r.get_attribute("data-rank"))) for r in rows]
-    assert shown == api_order(long_board, browser_without_js)
-    table = browser_without_js.find_element(_by("ID"), "leaderboard")
+def test_without_javascript_the_pages_of_the_ranking_hold_every_row(
+    browser_without_js: Any, long_board: Live
+) -> None:
+    """The server writes 100 rows a page; Next and Previous walk the whole ranking, the
+    weights kept, in the API's order."""
+    driver = browser_without_js
+    open_long(driver, long_board, "?weights=performance:1,throughput:5,memory:2")
+    expected = api_order(long_board, driver)
+    shown: list[tuple[str, int]] = []
+    pages = []
+    while True:
+        rows = driver.find_elements(_by("CSS_SELECTOR"), "#leaderboard tbody tr")
+        shown += [
+            (r.get_attribute("data-model-id"), int(r.get_attribute("data-rank"))) for r in rows
+        ]
+        nav = driver.find_element(_by("ID"), "row-pages")
+        assert nav.is_displayed()
+        pages.append(nav.text.split(")")[0])
+        following = driver.find_elements(_by("CSS_SELECTOR"), "#row-pages a[rel=next]")
+        if not following:
+            break
+        following[0].click()
+        assert "weights=performance:1,throughput:5,memory:2" in driver.current_url
+    assert shown == expected
+    assert pages[-1] == f"Ranks 201–{N_MODELS} of {N_MODELS} (page 3 of 3"
+    driver.find_element(_by("CSS_SELECTOR"), "#row-pages a[rel=prev]").click()
+    rows = driver.find_elements(_by("CSS_SELECTOR"), "#leaderboard tbody tr")
+    assert [r.get_attribute("data-model-id") for r in rows] == [m for m, _ in expected[100:200]]
+    table = driver.find_element(_by("ID"), "leaderboard")
     assert "windowed" not in (table.get_attribute("class") or "")
+
+
+def test_with_javascript_the_pages_links_give_way_to_every_row(
+    browser: Any, long_board: Live
+) -> None:
+    open_long(browser, long_board, "?page=2")
+    assert not browser.find_element(_by("ID"), "row-pages").is_displayed()
+    assert assert_window_in_api_order(long_board, browser)[0] == 0
+
+
+def test_the_plots_draw_the_top_of_the_ranking_and_the_whole_front(
+    browser: Any, long_board: Live
+) -> None:
+    """At 300 models the plots show the top 100 under the weights, plus every model on the
+    board's Pareto front, and say so; the legend names the top 100."""
+    open_long(browser, long_board, "?weights=performance:1,throughput:5,memory:2")
+    browser.execute_script("document.getElementById('plots').scrollIntoView();")
+    browser.execute_async_script(FRAMES_JS)
+    note = browser.find_element(_by("ID"), "plots-note")
+    assert note.is_displayed() and "top 100 of the 300" in note.text
+    top = [m for m, _ in api_order(long_board, browser)[:100]]
+    series = browser.find_elements(_by("CSS_SELECTOR"), "#plot-rounds g.series")
+    assert len(series) == 100
+    legend = browser.find_elements(_by("CSS_SELECTOR"), "#plot-throughput .legend span")
+    assert len(legend) == 100
+    board = long_board.api(f"/api/v1/tasks/{TASK}/leaderboard", limit=str(N_MODELS))
+    rows = {m["model_id"]: m for m in board["models"]}
+    front = {
+        i
+        for i, p in rows.items()
+        if not any(
+            q is not p
+            and q["throughput"] >= p["throughput"]
+            and q["performance"] >= p["performance"]
+            and (q["throughput"] > p["throughput"] or q["performance"] > p["performance"])
+            for q in rows.values()
+        )
+    }
+    drawn = browser.execute_script(
+        "return Array.prototype.map.call(document.querySelectorAll("
+        "'#plot-throughput [data-model-id]'), function (m) { return m.getAttribute('data-model-id'); });"
+    )
+    assert set(drawn) == set(top) | front
+
+
+def test_no_column_collapses_in_the_window_at_1366_by_900(
+    browser: Any, long_board: Live, artifacts: Path
+) -> None:
+    """The window keeps the widths the server's rows had: the model column once got 0 px
+    (a name written a letter a line) once fixed widths filled 1366 px."""
+    browser.set_window_size(1366, 900)
+    try:
+        open_long(browser, long_board)
+        widths = browser.execute_script(
+            "var t = document.getElementById('leaderboard');"
+            "return {table: t.classList.contains('windowed'), cells: Array.prototype.map.call("
+            "t.querySelector('tbody tr[data-model-id]').cells, function (c) {"
+            " return [c.getBoundingClientRect().width, c.scrollWidth, c.getBoundingClientRect().height]; })};"
+        )
+        assert widths["table"]
+        for width, needed, _ in widths["cells"]:
+            assert width >= 30 and needed <= width + 1, widths
+        name_cell = widths["cells"][1]
+        assert name_cell[2] < 80, "the model's name wraps letter by letter"
+        browser.save_screenshot(str(artifacts / "leaderboard-300-1366x900.png"))
+    finally:
+        browser.set_window_size(1440, 1000)

@@ -11,7 +11,7 @@ once per model.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from configs.schema import TaskSpec
@@ -20,13 +20,8 @@ from configs.vocabulary.numbers import NotAWeight, parse_weight
 from dynascore.weights import Weights
 from metrics.outputs import get_output_type
 from usecases.boards.leaderboard import (
-    finite_or_none,
-    leaderboard,
-    resolutions_of,
     viewer_weights,
 )
-from usecases.boards.measurement import fingerprint
-from usecases.service import Service
 
 ROUND_AXES = ("performance", "robustness", "fairness")
 TOLERANCE = 1e-4  # dynascore.amrs's default, used by the API
@@ -190,23 +185,6 @@ def _rolled_up_alike(
     return False
 
 
-def board(
-    service: Service,
-    task: TaskSpec,
-    weights: Weights,
-    round_weights: Mapping[str, float],
-    instance_memory_gib: float | None = None,
-) -> dict[str, Any]:
-    """The API's leaderboard for these weights, with whether its Dynascore is defined."""
-    rows = reweighted(service.queries.leaderboard_rows(task.name), round_weights, task)
-    result = leaderboard(
-        task, rows, weights, instance_memory_gib, current_hashes=service.dataset_hashes(task.name)
-    )
-    result["round_weights"] = dict(round_weights)
-    result["dynascore_defined"], result["undefined_reason"] = defined(result, weights)
-    return result
-
-
 def defined(result: Mapping[str, Any], weights: Weights) -> tuple[bool, str]:
     """Whether the Dynascores mean anything, and if not, the sentence saying why."""
     models = result.get("models") or []
@@ -230,73 +208,6 @@ def defined(result: Mapping[str, Any], weights: Weights) -> tuple[bool, str]:
             "for all models. Give another axis a weight."
         )
     return True, ""
-
-
-def page_data(
-    service: Service,
-    task: TaskSpec,
-    weights: Weights,
-    round_weights: Mapping[str, float],
-    instance_memory_gib: float | None = None,
-    *,
-    may_open: Callable[[str], bool],
-) -> dict[str, Any]:
-    """What the page's script needs to re-rank exactly like the API: the raw rows in the
-    API's input order, the task's defaults and the current weights (in a request: whether
-    the viewer may open each model's page depends on who asks). The rows are rolled up
-    under the task's round weights, which the script leaves as they are."""
-    rows = reweighted(
-        service.queries.leaderboard_rows(task.name), default_round_weights(task), task
-    )
-    current = service.dataset_hashes(task.name)
-    models = []
-    for row in rows:
-        stale = sorted(
-            k for k, v in current.items() if (row.get("dataset_hashes") or {}).get(k) != v
-        )
-        models.append(
-            {
-                "model_id": row["model_id"],
-                "name": row["name"],
-                **{axis: finite_or_none(row.get(axis)) for axis in AXES},
-                "memory_peak": finite_or_none(row.get("memory_peak")),
-                "throughput_mode": row.get("throughput_mode"),
-                "conditions": fingerprint(row),
-                "performance_ci": row.get("performance_ci"),
-                # metrics reported beside the task's own (BLEU beside chrF++), with intervals
-                "secondary": row.get("secondary") or {},
-                "secondary_ci": row.get("secondary_ci") or {},
-                "rounds": [
-                    {
-                        "round": r.get("round"),
-                        **{axis: finite_or_none(r.get(axis)) for axis in ROUND_AXES},
-                        "performance_ci": r.get("performance_ci"),
-                        "secondary": r.get("secondary") or {},
-                    }
-                    for r in row.get("rounds") or []
-                ],
-                "not_scored_on": stale,
-                "image_gone": row.get("image_gone"),  # why new rounds stay unscored
-                "page": may_open(row["model_id"]),  # may the viewer open its page?
-            }
-        )
-    return {
-        "task": task.name,
-        "metric": task.metric,
-        "axes": list(AXES),
-        "rounds": [spec.name for spec in task.rounds],
-        "default_weights": Weights(dict(task.weights)).to_dict(),
-        "default_round_weights": default_round_weights(task),
-        "weights": weights.to_dict(),
-        "round_weights": dict(round_weights),
-        "instance_memory_gib": instance_memory_gib or task.instance_memory_gib,
-        "tolerance": TOLERANCE,
-        "secondary_metrics": list(secondary_metrics(task)),
-        "metric_labels": METRIC_LABELS,
-        "unmeasured": list(task.unmeasured_axes),  # left out of every Dynascore, as the API
-        "resolution": {axis: value.to_dict() for axis, value in resolutions_of(rows).items()},
-        "models": models,
-    }
 
 
 def condition_marks(result: Mapping[str, Any]) -> dict[str, dict[str, str]]:

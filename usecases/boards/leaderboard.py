@@ -105,6 +105,9 @@ class PreparedBoard:
     rates: pd.Series = field(repr=False)
     resolution: dict[str, Resolution] = field(default_factory=dict)
     warnings: list[dict[str, Any]] = field(default_factory=list)  # see usecases.boards.measurement
+    # the rows it was prepared from, and what pages derive from them once per board
+    source_rows: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
+    derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def render(
         self, weights: Weights, *, offset: int = 0, limit: int | None = None
@@ -237,6 +240,7 @@ def prepare_board(
     """The weight-independent part of ``task``'s leaderboard over ``rows`` (one per model,
     as ``Queries.leaderboard_rows`` returns them)."""
     memory = instance_memory_gib or task.instance_memory_gib
+    source_rows = rows
     unmeasured = task.unmeasured_axes
     if unmeasured:  # the same 0 for every model: no rate of substitution, so left out
         rows = [{**row, **dict.fromkeys(unmeasured, 0.0)} for row in rows]
@@ -255,7 +259,7 @@ def prepare_board(
         empty = pd.DataFrame(columns=list(AXES), dtype=float)
         return PreparedBoard(
             task, memory, ids, np.zeros(0), empty, {}, [], empty, unranked,
-            pd.Series(dtype=float), resolutions_of(rows),
+            pd.Series(dtype=float), resolutions_of(rows), source_rows=source_rows,
         )  # fmt: skip
     resolution = resolutions_of(rows)
     coarse = coarsen_utilities(utilities(table, memory), resolution)  # checks the table
@@ -328,6 +332,7 @@ def prepare_board(
         rates=rates,
         resolution=resolution,
         warnings=warnings_for(complete),  # over every ranked model, whatever the page
+        source_rows=source_rows,
     )
 
 

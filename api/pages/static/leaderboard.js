@@ -8,9 +8,12 @@
   var LABELS = { performance: "Performance", throughput: "Throughput", memory: "Memory", robustness: "Robustness", fairness: "Fairness" };
   var state = { weights: Object.assign({}, data.weights), rounds: Object.assign({}, data.round_weights), sort: "rank", dir: 1 };
   var styleOf = {};
-  data.models.forEach(function (m, i) { styleOf[m.model_id] = Plots.style(i); });
+  var openable = new Set(data.openable || []);  // the models whose pages the viewer may open
+  data.models.forEach(function (m, i) { styleOf[m.model_id] = Plots.style(i); m.page = openable.has(m.model_id); });
   var base = location.pathname;
-  // The server rendered every row; with JavaScript a long ranking shows a window of them.
+  // The server wrote one page of the ranking; with JavaScript every row is shown, a window
+  // of them at a time, so the pages' links go.
+  if ($("row-pages")) $("row-pages").hidden = true;
   var boardRows = Rows.create($("leaderboard").tBodies[0], 5 + AXES.length + data.rounds.length);
   var unitRows = Rows.create($("units").tBodies[0], 1 + AXES.length);
 
@@ -218,15 +221,28 @@
     return { id: m.model_id, attrs: [["data-rank", String(e.rank)], ["data-dynascore", String(e.dynascore)]], cells: cells };
   }
 
-  function drawPlots(result) {
-    var points = function (x) {
-      return result.models.map(function (e) {
+  // The plots draw the top of the ranking: a chart of 10,000 marks (and a legend of as many
+  // names) takes seconds to draw and shows nothing one can read; the table has every row.
+  var PLOT_MODELS = 100;
+  function drawPlots(full) {
+    var result = { models: full.models.slice(0, PLOT_MODELS) };
+    var note = $("plots-note");
+    note.hidden = full.models.length <= PLOT_MODELS;
+    note.textContent = "The plots show the top " + PLOT_MODELS + " of the " + full.models.length + " ranked models under these weights, and the scatter plots every model on a Pareto front too; the table and the downloads have every model.";
+    // A point per shown model, and every model on the board's Pareto front besides: the
+    // front drawn is then the whole board's.
+    var points = function (x, xBetter) {
+      var point = function (e) {
         var look = styleOf[e.model.model_id];
         return { id: e.model.model_id, name: e.model.name, x: e.model[x], y: e.model.performance, color: look.color, shape: look.shape };
-      });
+      };
+      var shown = result.models.map(point);
+      if (full.models.length <= PLOT_MODELS) return shown;
+      var ids = new Set(shown.map(function (p) { return p.id; }));
+      return shown.concat(Plots.pareto(full.models.map(point), xBetter).filter(function (p) { return !ids.has(p.id); }));
     };
-    Plots.scatter($("plot-throughput"), points("throughput"), { xLabel: "throughput (examples/s)", yLabel: "performance", xBetter: 1 });
-    Plots.scatter($("plot-memory"), points("memory"), { xLabel: "memory (GiB)", yLabel: "performance", xBetter: -1 });
+    Plots.scatter($("plot-throughput"), points("throughput", 1), { xLabel: "throughput (examples/s)", yLabel: "performance", xBetter: 1 });
+    Plots.scatter($("plot-memory"), points("memory", -1), { xLabel: "memory (GiB)", yLabel: "performance", xBetter: -1 });
     var series = result.models.map(function (e) {
       var values = {};
       (e.model.rounds || []).forEach(function (r) {

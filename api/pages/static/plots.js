@@ -91,14 +91,24 @@
     });
   }
 
-  // Models no other model beats on both axes (ties on both count as on the front).
+  // Models no other model beats on both axes (ties on both count as on the front), in
+  // their given order. One sweep from the best x down: O(n log n), not a pair test per two
+  // points (seconds at 10,000 models).
   function pareto(points, xBetter) {
-    return points.filter(function (p) {
-      return !points.some(function (q) {
-        var qx = xBetter * q.x, px = xBetter * p.x;
-        return q !== p && qx >= px && q.y >= p.y && (qx > px || q.y > p.y);
-      });
-    });
+    var order = points.map(function (p, i) { return i; });
+    var a = points.map(function (p) { return xBetter * p.x; });
+    order.sort(function (i, j) { return a[j] - a[i] || points[j].y - points[i].y; });
+    var front = new Set(), best = -Infinity;
+    for (var k = 0; k < order.length;) {
+      var top = points[order[k]].y, end = k;  // a run of equal x: its best y leads it
+      while (end < order.length && a[order[end]] === a[order[k]]) end++;
+      if (top > best) {
+        for (var m = k; m < end && points[order[m]].y === top; m++) front.add(order[m]);
+        best = top;
+      }
+      k = end;
+    }
+    return points.filter(function (p, i) { return front.has(i); });
   }
 
   // points: [{id, name, x, y, color}]; xBetter: +1 when more x is better, -1 when less.

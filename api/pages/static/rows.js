@@ -111,6 +111,11 @@
     var n = tbody.rows.length;
     // the server-rendered rows' mean height, read once: the spacers' unit
     this.rowHeight = n ? Math.max(16, tbody.getBoundingClientRect().height / n) : 40;
+    // ... and the columns' widths as the browser laid the server's page of rows out: a
+    // windowed table keeps them fixed (the style sheet's widths are the fallback)
+    var head = this.table.tHead && this.table.tHead.rows[0];
+    this.widths = head ? Array.prototype.map.call(head.cells, function (c) { return c.getBoundingClientRect().width; }) : [];
+    this.fixed = false;
     this.measure();
     this.top = spacer(columns);
     this.bottom = spacer(columns);
@@ -156,6 +161,7 @@
       rows.push(row);
     }
     this.table.classList.toggle("windowed", windowed);
+    if (windowed && !this.fixed) this.fixWidths();
     if (windowed) {
       this.table.setAttribute("aria-rowcount", String(count + 1));
       setHeight(this.top, r[0] * this.rowHeight);
@@ -165,6 +171,17 @@
       this.table.removeAttribute("aria-rowcount");
       patchRows(this.tbody, this.cache, rows);
     }
+  };
+
+  // Fixed layout with the widths the server's rows had, so no column collapses however
+  // many the viewport can spare (a long name once got none at 1366 px).
+  RowWindow.prototype.fixWidths = function () {
+    this.fixed = true;
+    var head = this.table.tHead && this.table.tHead.rows[0], widths = this.widths;
+    if (!head || widths.length !== head.cells.length || !widths.every(function (w) { return w > 0; })) return;
+    Array.prototype.forEach.call(head.cells, function (c, i) { c.style.width = widths[i] + "px"; });
+    this.table.style.width = widths.reduce(function (a, b) { return a + b; }, 0) + "px";
+    this.table.style.minWidth = "0";
   };
 
   function setHeight(tr, px) {
