@@ -11,6 +11,10 @@ throwaway PostgreSQL cluster (tests/postgres.py):
   loops, leases, heartbeat threads and outcome transactions; the evaluation is a stub that
   returns a finished result at once, so this measures the queue). Jobs per minute, and
   ``scaling`` = jobs per minute over the 1-worker run's.
+* ``fair_share``: one submitter queues 200 jobs; 2 workers run them, ``JOB_S`` each; after
+  3 job-lengths a second submitter queues 2. Each job's wait from being queued to its start,
+  in job-lengths: the second submitter's (target: each at most 1) and, as the baseline
+  from the same run, the median of the flood's jobs that started meanwhile.
 
 Usage: ``python benchmarks/bench_queue.py [--jobs N]``.
 """
@@ -44,6 +48,7 @@ CLAIMERS = 8
 THROUGHPUT_JOBS = 300
 WORKER_COUNTS = (1, 2, 4)
 RUNTIME = {"kind": "url", "url": "http://127.0.0.1:9", "protocol": "v1"}
+FLOOD, FEW, FAIR_WORKERS, JOB_S = 200, 2, 2, 0.2
 
 
 class InstantWorker(Worker):
@@ -147,6 +152,64 @@ def throughput(new_store: Callable[[], JobStore], jobs: int, blobs: Path) -> dic
     }
 
 
+def fair_share(new_store: Callable[[], JobStore]) -> dict[str, Any]:
+    """How long a second submitter's 2 jobs wait behind a first one's 200 (see above)."""
+    from store.accounts import Accounts
+
+    store = new_store()
+    owners = [Accounts(store.db).add_user(n, "researcher")["id"] for n in ("flood", "few")]
+    queued_at: dict[str, float] = {}
+    started_at: dict[str, float] = {}
+    lock, stop = threading.Lock(), threading.Event()
+
+    def submit(owner: str, n: int) -> list[str]:
+        ids = []
+        for i in range(n):
+            _, job_id = store.submit("toy", f"m{i}", RUNTIME, owner_id=owner)
+            with lock:
+                queued_at[job_id] = time.perf_counter()
+            ids.append(job_id)
+        return ids
+
+    def worker(index: int) -> None:
+        done = EvaluationResult("toy", "done", summary={"performance": 1.0})
+        while not stop.is_set():
+            job = store.claim(f"fair-{index}", 600)
+            if job is None:
+                return
+            with lock:
+                started_at[job.id] = time.perf_counter()
+            time.sleep(JOB_S)
+            store.finish(job.id, f"fair-{index}", done, lease=job.lease)
+
+    flood = submit(owners[0], FLOOD)
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(FAIR_WORKERS)]
+    for thread in threads:
+        thread.start()
+    time.sleep(3 * JOB_S)
+    few = submit(owners[1], FEW)
+    deadline = time.perf_counter() + 30 * JOB_S
+    while time.perf_counter() < deadline and not all(j in started_at for j in few):
+        time.sleep(JOB_S / 10)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    store.db.dispose()
+    assert all(j in started_at for j in few), "the second submitter's jobs never started"
+    waits = [(started_at[j] - queued_at[j]) / JOB_S for j in few]
+    flood_waits = [(started_at[j] - queued_at[j]) / JOB_S for j in flood if j in started_at]
+    return {
+        "flood_jobs": FLOOD,
+        "few_jobs": FEW,
+        "workers": FAIR_WORKERS,
+        "job_s": JOB_S,
+        "few_wait_job_lengths": [round(w, 2) for w in waits],
+        "target_job_lengths": 1.0,
+        "baseline_flood_median_wait_job_lengths": round(statistics.median(flood_waits), 2),
+        "ratio": round(max(waits) / statistics.median(flood_waits), 3),
+    }
+
+
 @contextlib.contextmanager
 def postgres() -> Iterator[Callable[[], str] | None]:
     """A factory of fresh PostgreSQL databases, or None without a server."""
@@ -174,6 +237,7 @@ def backend(name: str, url: Callable[[], str], folder: Path, args: argparse.Name
         "backend": name,
         "claim": claim_latency(new_store, args.claim_jobs),
         "throughput": throughput(new_store, args.jobs, folder / "blobs"),
+        "fair_share": fair_share(new_store),
     }
 
 

@@ -30,6 +30,7 @@ from configs.vocabulary.jobs import (
     check_transition,
 )
 from configs.vocabulary.results import EvaluationResult, Failure
+from store.claims import claim_order
 from store.db import Database
 from store.idempotency import DuplicateSubmission, find_by_key
 from store.late import LateResults
@@ -407,13 +408,15 @@ def _new_job(
 
 
 def _candidate(session: Session, now: datetime) -> str | None:
-    """The id of the highest-priority, then oldest, job that may run at ``now``, if any."""
+    """The id of the job to run next at ``now``, if any, in claim order (store.claims)."""
+    joined, keys = claim_order(now)
     query = (
         select(JobRow.id)
+        .select_from(joined)
         .where(JobRow.status == JobStatus.QUEUED, JobRow.available_at <= now)
-        .order_by(JobRow.priority.desc(), JobRow.available_at, JobRow.created_at)
+        .order_by(*keys)
         .limit(1)
     )
     if session.bind.dialect.name == "postgresql":  # type: ignore[union-attr]
-        query = query.with_for_update(skip_locked=True)
+        query = query.with_for_update(skip_locked=True, of=JobRow)
     return session.scalars(query).first()

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from configs.vocabulary.jobs import JobStatus
 from configs.vocabulary.results import SCORE_NUMBERS
+from store.claims import claim_order, claimed_before
 from store.db import Database
 from store.models import (
     SCORE_KEY_COLUMNS,
@@ -343,8 +344,8 @@ RECENT_JOBS = 50
 
 
 def _queue_place(session: Session, job: JobRow, now: datetime) -> dict[str, Any] | None:
-    """For a queued job: ``ahead`` (queued jobs a worker claims before it: claim order is
-    priority, then available_at, then created_at, as in store.jobs), ``workers`` (distinct workers holding
+    """For a queued job: ``ahead`` (queued jobs a worker would claim before it in claim order
+    as it stands now: priority, fair shares, available_at, created_at; store.claims), ``workers`` (distinct workers holding
     an unexpired lease now) and ``estimated_start``. The rule: the median run time M of the
     last RECENT_JOBS done jobs; with W live workers the job starts after
     ceil((ahead + 1) / W) runs of M (as if every worker had just started a job: an upper
@@ -353,18 +354,12 @@ def _queue_place(session: Session, job: JobRow, now: datetime) -> dict[str, Any]
     if job.status != JobStatus.QUEUED:
         return None
     # Jobs made at the very same instant have no claim order between them: none counts.
-    earlier = or_(
-        JobRow.priority > job.priority,
-        and_(
-            JobRow.priority == job.priority,
-            or_(
-                JobRow.available_at < job.available_at,
-                and_(JobRow.available_at == job.available_at, JobRow.created_at < job.created_at),
-            ),
-        ),
-    )
+    joined, keys = claim_order(now)
+    mine = session.execute(select(*keys).select_from(joined).where(JobRow.id == job.id)).one()
     ahead = session.scalar(
-        select(func.count()).select_from(JobRow).where(JobRow.status == JobStatus.QUEUED, earlier)
+        select(func.count())
+        .select_from(joined)
+        .where(JobRow.status == JobStatus.QUEUED, claimed_before(keys, tuple(mine)))
     )
     workers = session.scalar(
         select(func.count(func.distinct(JobRow.lease_owner))).where(

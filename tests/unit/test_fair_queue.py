@@ -1,0 +1,170 @@
+"""Fair claiming on both backends: one submitter's flood of queued jobs does not hold back
+another's few, one task's flood does not hold back another task, and backfills stay below
+fresh submissions. Time is a ManualClock; a "job" runs for ``JOB`` of it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from configs.vocabulary.clock import ManualClock
+from store.accounts import Accounts
+from store.backfill import BACKFILL_PRIORITY
+from store.claims import FAIR_SHARE_WINDOW
+from store.db import Database
+from store.jobs import JobStore
+from store.queries import Queries
+from tests.unit.test_store import RUNTIME, result
+
+JOB = 120.0  # seconds
+
+
+@pytest.fixture
+def world(database_url: str) -> Iterator[tuple[JobStore, ManualClock, dict[str, str]]]:
+    db = Database(database_url)
+    clock = ManualClock()
+    store = JobStore(db, clock)
+    for task in ("sentiment", "nli"):
+        store.register_task(task, 1, {"name": task})
+    users = {n: Accounts(db, clock).add_user(n, "researcher")["id"] for n in ("flood", "few")}
+    yield store, clock, users
+    db.dispose()
+
+
+def submit(store: JobStore, owner: str, n: int, task: str = "sentiment") -> list[str]:
+    return [store.submit(task, f"m{i}", RUNTIME, owner_id=owner)[1] for i in range(n)]
+
+
+def run_next(store: JobStore, clock: ManualClock, worker: str = "w") -> str:
+    """Claim the next job, run it for one job-length and finish it; its id."""
+    claimed = store.claim(worker, 600)
+    assert claimed is not None
+    clock.advance(JOB)
+    assert store.finish(claimed.id, worker, result(), lease=claimed.lease)
+    return claimed.id
+
+
+def test_a_second_submitters_jobs_start_within_one_job_length(
+    world: tuple[JobStore, ManualClock, dict[str, str]],
+) -> None:
+    store, clock, users = world
+    flood = submit(store, users["flood"], 200)
+    for _ in range(3):  # the flood has the worker to itself for a while
+        assert run_next(store, clock) in flood
+    clock.advance(30)
+    few = submit(store, users["few"], 2)
+    started = [run_next(store, clock), run_next(store, clock)]
+    assert started == few  # each within one job-length of the other's start
+    assert run_next(store, clock) in flood  # and then the flood goes on
+
+
+def test_with_two_workers_both_of_the_few_start_at_the_next_two_claims(
+    world: tuple[JobStore, ManualClock, dict[str, str]],
+) -> None:
+    store, clock, users = world
+    flood = submit(store, users["flood"], 50)
+    running = [store.claim("a", 600), store.claim("b", 600)]
+    assert all(c is not None and c.id in flood for c in running)
+    few = submit(store, users["few"], 2)
+    clock.advance(JOB)
+    for claimed, worker in zip(running, ("a", "b"), strict=True):
+        assert claimed is not None
+        assert store.finish(claimed.id, worker, result(), lease=claimed.lease)
+    assert {store.claim("a", 600).id, store.claim("b", 600).id} == set(few)  # type: ignore[union-attr]
+
+
+def test_shares_alternate_between_two_busy_submitters(
+    world: tuple[JobStore, ManualClock, dict[str, str]],
+) -> None:
+    store, clock, users = world
+    flood = set(submit(store, users["flood"], 20))
+    submit(store, users["few"], 20)
+    order = [run_next(store, clock) for _ in range(10)]
+    owners = ["flood" if job in flood else "few" for job in order]
+    assert owners.count("flood") == owners.count("few") == 5
+    assert all(a != b for a, b in zip(owners, owners[1:], strict=False))
+
+
+def test_old_history_stops_counting_after_the_window(
+    world: tuple[JobStore, ManualClock, dict[str, str]],
+) -> None:
+    store, clock, users = world
+    submit(store, users["flood"], 3)
+    for _ in range(3):
+        run_next(store, clock)
+    clock.advance(FAIR_SHARE_WINDOW.total_seconds())
+    later = submit(store, users["flood"], 1)
+    other = submit(store, users["few"], 1)
+    clock.advance(1)
+    assert run_next(store, clock) == later[0]  # equal shares again: the oldest first
+    assert run_next(store, clock) == other[0]
+
+
+def test_one_tasks_flood_does_not_hold_back_another_task(
+    world: tuple[JobStore, ManualClock, dict[str, str]],
+) -> None:
+    store, clock, users = world
+    sentiment = submit(store, users["flood"], 30, task="sentiment")
+    run_next(store, clock)
+    nli = submit(store, users["flood"], 1, task="nli")
+    assert run_next(store, clock) == nli[0]
+    assert run_next(store, clock) in sentiment
+
+
+def test_backfills_stay_below_fresh_submissions_whatever_the_shares(
+    world: tuple[JobStore, ManualClock, dict[str, str]],
+) -> None:
+    store, clock, users = world
+    model_id, _ = store.submit("sentiment", "old", RUNTIME, owner_id=users["few"])
+    run_next(store, clock)
+    backfill = store.enqueue(model_id, priority=BACKFILL_PRIORITY)
+    fresh = submit(store, users["flood"], 3)
+    for _ in range(2):
+        run_next(store, clock)
+    assert run_next(store, clock) in fresh
+    assert run_next(store, clock) == backfill
+
+
+def test_a_jobs_place_in_the_queue_is_the_claim_order(
+    world: tuple[JobStore, ManualClock, dict[str, str]],
+) -> None:
+    """``ahead`` counts the jobs claims would take first as the shares stand: the second
+    submitter's jobs are first and second in line, not behind the whole flood."""
+    store, clock, users = world
+    def one_by_one(owner: str, n: int) -> list[str]:  # a claim order even among equals
+        made = []
+        for _ in range(n):
+            clock.advance(1)
+            made += submit(store, owner, 1)
+        return made
+
+    flood = one_by_one(users["flood"], 8)
+    for _ in range(3):
+        run_next(store, clock)
+    few = one_by_one(users["few"], 2)
+    queries = Queries(store.db)
+
+    def ahead(job_id: str) -> int:
+        model_id = next(m for m, j in jobs(store) if j == job_id)
+        found = queries.submission(model_id, now=clock.now())
+        assert found is not None
+        return int(found["job"]["queue"]["ahead"])
+
+    queued = flood[3:] + few
+    places = {job_id: ahead(job_id) for job_id in queued}
+    assert places[few[0]] == 0 and places[few[1]] == 1
+    assert sorted(places.values()) == list(range(len(queued)))  # a strict order, no ties
+    claimed = []
+    while (job := store.claim("w", 600)) is not None:
+        claimed.append(job.id)
+    assert claimed == sorted(queued, key=places.__getitem__)
+
+
+def jobs(store: JobStore) -> list[tuple[str, str]]:
+    from sqlalchemy import select
+
+    from store.models import JobRow
+
+    with store.db.session() as session:
+        return [(m, j) for m, j in session.execute(select(JobRow.model_id, JobRow.id))]
