@@ -50,6 +50,18 @@ class QueueCollector(Collector):
             value=stats.oldest_queued_age_s,
         )
         yield _labelled(
+            "dynaeval_task_queue_depth",
+            "Queued jobs per task.",
+            "task",
+            {task: q.queued for task, q in stats.by_task.items()},
+        )
+        yield _labelled(
+            "dynaeval_task_queue_oldest_age_seconds",
+            "Seconds the oldest job ready to run on a task has waited (0: none waits).",
+            "task",
+            {task: q.oldest_wait_s for task, q in stats.by_task.items()},
+        )
+        yield _labelled(
             "dynaeval_worker_heartbeat_age_seconds",
             "Seconds since a worker's latest sign of life, busy or idle (a worker that "
             "stopped cleanly is not listed; one silent for a day is forgotten).",

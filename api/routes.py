@@ -43,6 +43,7 @@ from configs.vocabulary.idempotency import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY
 from configs.vocabulary.refusals import Refused
 from store.idempotency import DuplicateSubmission, KeyedSubmission, find_by_key
 from store.queries import CursorError
+from store.stats import TaskQueue, task_queues
 from usecases.boards.public import model_results
 from usecases.boards.viewing import board_for_viewer
 from usecases.compare import compare
@@ -104,9 +105,16 @@ def health() -> dict[str, Any]:
 @blp.route("/tasks")
 @ok(TaskListSchema)
 def list_tasks() -> dict[str, Any]:
-    """Every task the caller may see with its fields, labels, rounds, limits and weights."""
+    """Every task the caller may see with its fields, labels, rounds, limits and weights,
+    and its queue: jobs queued and running, and the oldest ready job's wait in seconds."""
     tasks = [t for name, t in service().tasks.items() if task_visible(name)]
-    return {"tasks": [task.public_dict() for task in tasks]}
+    queues = task_queues(service().db, service().clock.now())
+    return {
+        "tasks": [
+            task.public_dict() | {"queue": queues.get(task.name, TaskQueue()).to_dict()}
+            for task in tasks
+        ]
+    }
 
 
 @blp.route("/tasks/<task_name>")

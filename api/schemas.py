@@ -231,6 +231,12 @@ class TaskSchema(OpenSchema):
     rounds = fields.List(fields.Dict())
     limits = fields.Dict()
     weights = fields.Dict()
+    queue = fields.Dict(
+        metadata={
+            "description": "in the task list only: jobs `queued` and `running` on the task, "
+            "and `oldest_wait_s`, how long its oldest job ready to run has waited (0: none)"
+        }
+    )
 
 
 class TaskListSchema(OpenSchema):

@@ -187,6 +187,14 @@ class Queries:
         stamp = newest.isoformat() if newest is not None else None
         return int(count), f"{stamp}|{gone} images gone" if gone else stamp
 
+    def scored_models(self) -> dict[str, int]:
+        """task -> how many models have a finished result on it."""
+        query = select(ResultRow.task, func.count(func.distinct(ResultRow.model_id))).group_by(
+            ResultRow.task
+        )
+        with self.db.session() as session:
+            return {str(task): int(n) for task, n in session.execute(query)}
+
     def last_result_times(self) -> dict[str, datetime]:
         """task -> when its newest result was written."""
         query = select(ResultRow.task, func.max(ResultRow.created_at)).group_by(ResultRow.task)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Float, case, cast, func, select
+from sqlalchemy import ColumnElement, Float, and_, case, cast, func, select
 from sqlalchemy.orm import Session
 
 from configs.vocabulary.jobs import JobStatus
@@ -32,6 +32,42 @@ class Durations:
 
 
 @dataclass(frozen=True)
+class TaskQueue:
+    """One task's share of the queue: jobs waiting, jobs running, and how long the oldest
+    job ready to run has waited (0 when none waits)."""
+
+    queued: int = 0
+    running: int = 0
+    oldest_wait_s: float = 0.0
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {"queued": self.queued, "running": self.running, "oldest_wait_s": self.oldest_wait_s}
+
+
+def task_queues(db: Database, now: datetime) -> dict[str, TaskQueue]:
+    """Every task with a job queued or running, by name (one grouped query)."""
+    busy = (JobStatus.QUEUED, JobStatus.RUNNING)
+    ready = and_(JobRow.status == JobStatus.QUEUED, JobRow.available_at <= now)
+    query = (
+        select(
+            JobRow.task,
+            func.count().filter(JobRow.status == JobStatus.QUEUED),
+            func.count().filter(JobRow.status == JobStatus.RUNNING),
+            func.min(case((ready, JobRow.available_at))),
+        )
+        .where(JobRow.status.in_(busy))
+        .group_by(JobRow.task)
+    )
+    with db.session() as session:
+        rows = session.execute(query).all()
+    return {str(row[0]): _task_queue(row[1], row[2], row[3], now) for row in rows}
+
+
+def _task_queue(queued: Any, running: Any, oldest: datetime | None, now: datetime) -> TaskQueue:
+    return TaskQueue(int(queued), int(running), _seconds(now, oldest) if oldest else 0.0)
+
+
+@dataclass(frozen=True)
 class QueueStats:
     """What ``/metrics`` shows; times in seconds as of ``now``."""
 
@@ -46,6 +82,8 @@ class QueueStats:
     durations: dict[str, Durations] = field(default_factory=dict)
     # every ended attempt, by (outcome, failure code or ""): how often workers were lost
     attempts: dict[tuple[str, str], int] = field(default_factory=dict)
+    # each task's queue: depth, running jobs and the oldest wait
+    by_task: dict[str, TaskQueue] = field(default_factory=dict)
 
 
 def queue_stats(db: Database, now: datetime) -> QueueStats:
@@ -91,6 +129,7 @@ def queue_stats(db: Database, now: datetime) -> QueueStats:
         heartbeat_age_s=_ages(beats, presence_ages(db, now), now),
         durations=durations,
         attempts={(str(o), str(c or "")): int(n) for o, c, n in attempts},
+        by_task=task_queues(db, now),
     )
 
 

@@ -42,6 +42,7 @@ from configs.vocabulary.images import data_uri
 from configs.vocabulary.jobs import JobStatus
 from dynascore.weights import Weights
 from store.rules.principals import ModelAccess
+from store.stats import TaskQueue, task_queues
 from usecases.boards import assemble as boards
 from usecases.boards import page as boards_page
 from usecases.boards import public
@@ -126,25 +127,36 @@ def _viewer() -> dict[str, Any]:
 def task_list() -> str:
     """Every task with its rounds, metric, number of scored models and last update."""
     updated = _last_updates()
-    busy = _busy_jobs()
+    queues = task_queues(service().db, service().clock.now())
+    scored = service().queries.scored_models()  # a count, not every model's rows
     tasks = []
     for task in service().tasks.values():
         if not task_visible(task.name):
             continue
-        rows = service().queries.leaderboard_rows(task.name)
+        queue = queues.get(task.name, TaskQueue())
         tasks.append(
             {
                 "name": task.name,
                 "description": task.description,
                 "rounds": [spec.name for spec in task.rounds],
                 "metric": task.metric,
-                "models": len(rows),
+                "models": scored.get(task.name, 0),
                 "updated": updated.get(task.name),
-                "queued": busy.get((task.name, JobStatus.QUEUED), 0),
-                "running": busy.get((task.name, JobStatus.RUNNING), 0),
+                "queued": queue.queued,
+                "running": queue.running,
+                "oldest_wait": _wait_text(queue.oldest_wait_s),
             }
         )
     return render_template("pages/tasks.html", tasks=tasks)
+
+
+def _wait_text(seconds: float) -> str:
+    """A wait for people: "40 s", "12 min", "3.5 h"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _last_updates() -> dict[str, str]:
