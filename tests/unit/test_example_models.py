@@ -331,8 +331,9 @@ def test_dynalab2_app_scores_like_the_v1_lexicon_model(tmp_path: Path) -> None:
     from evaluator.runtimes.process import ProcessRuntime
     from evaluator.tasks import load_task
     from store.blobs import LocalBlobStore
+    from tests.unit.test_dynalab_single import quick_profile
 
-    task = load_task(CONFIG_DIR / "tasks" / "sentiment.yaml")
+    task = quick_profile(load_task(CONFIG_DIR / "tasks" / "sentiment.yaml"))  # scores only
     blobs = LocalBlobStore(tmp_path / "blobs")
     serve = 'exec "$0" -m uvicorn app.main:app --host 127.0.0.1 --port "$PORT" --log-level warning'
     dynalab = ProcessRuntime(

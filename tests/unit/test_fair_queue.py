@@ -132,6 +132,7 @@ def test_a_jobs_place_in_the_queue_is_the_claim_order(
     """``ahead`` counts the jobs claims would take first as the shares stand: the second
     submitter's jobs are first and second in line, not behind the whole flood."""
     store, clock, users = world
+
     def one_by_one(owner: str, n: int) -> list[str]:  # a claim order even among equals
         made = []
         for _ in range(n):
