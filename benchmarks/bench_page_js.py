@@ -16,7 +16,7 @@ if (slider.dataset.axis) weights[slider.dataset.axis] = Number(value);
 else rounds[slider.dataset.round] = Number(value);
 var models = Dynascore.reweight(data.models, data.rounds, rounds, data.default_round_weights);
 var expected = Dynascore.compute(models, weights,
-  {instanceMemory: data.instance_memory_gib, tolerance: data.tolerance})
+  {instanceMemory: data.instance_memory_gib, tolerance: data.tolerance, resolution: data.resolution, unmeasured: data.unmeasured})
   .models.slice(0, 20).map(function (e) { return e.model.model_id; });
 function shown() {
   var rows = body.querySelectorAll('tr[data-model-id]'), out = [];
@@ -85,7 +85,7 @@ for (var k = 0; k < arguments[0]; k++) {
 for (var i = 0; i < arguments[0]; i++) {
   var t0 = performance.now();
   Dynascore.compute(data.models, weights[i],
-    {instanceMemory: data.instance_memory_gib, tolerance: data.tolerance});
+    {instanceMemory: data.instance_memory_gib, tolerance: data.tolerance, resolution: data.resolution, unmeasured: data.unmeasured});
   times.push(performance.now() - t0);
 }
 return {times: times, models: data.models.length};

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import numpy as np
-from PIL import Image, ImageEnhance, ImageFilter
+if TYPE_CHECKING:  # NumPy and Pillow load when a picture is first perturbed, not before
+    import numpy as np
+    from PIL import Image
 
 from configs.vocabulary.images import decoded_bytes, encode
 from perturbations.perturbation import Perturbation, register
@@ -34,6 +36,8 @@ MIN_BUDGET_BYTES = 64 * 1024
 
 def _open(text: str) -> tuple[Image.Image, int]:
     """The picture as RGB, and the byte budget of its perturbed version."""
+    from PIL import Image
+
     data = decoded_bytes(text, _MAX_DECODED_BYTES)
     with Image.open(io.BytesIO(data)) as image:
         rgb: Image.Image = image.convert("RGB")
@@ -59,6 +63,8 @@ def _png(image: Image.Image, budget: int) -> str:
 
 
 def _rng(seed: int) -> np.random.Generator:
+    import numpy as np
+
     return np.random.default_rng(seed)
 
 
@@ -82,6 +88,9 @@ class ImagePerturbation(Perturbation):
 
 def gaussian_noise(image: Image.Image, rng: np.random.Generator, budget: int) -> str:
     """Additive Gaussian noise, sigma 6 to 16 on the 0-255 scale, per pixel and channel."""
+    import numpy as np
+    from PIL import Image
+
     pixels = np.asarray(image, dtype=np.float32)
     sigma = rng.uniform(6.0, 16.0)
     noisy = pixels + rng.normal(0.0, sigma, size=pixels.shape).astype(np.float32)
@@ -90,6 +99,8 @@ def gaussian_noise(image: Image.Image, rng: np.random.Generator, budget: int) ->
 
 def blur(image: Image.Image, rng: np.random.Generator, budget: int) -> str:
     """Gaussian blur with a radius of 0.8 to 1.8 pixels."""
+    from PIL import ImageFilter
+
     radius = float(rng.uniform(0.8, 1.8))
     return _png(image.filter(ImageFilter.GaussianBlur(radius=radius)), budget)
 
@@ -103,6 +114,8 @@ def low_quality_jpeg(image: Image.Image, rng: np.random.Generator, budget: int) 
 
 def brightness(image: Image.Image, rng: np.random.Generator, budget: int) -> str:
     """Darker (x0.6 to 0.8) or brighter (x1.2 to 1.4), chosen by the seed."""
+    from PIL import ImageEnhance
+
     factor = rng.uniform(0.6, 0.8) if rng.random() < 0.5 else rng.uniform(1.2, 1.4)
     return _png(ImageEnhance.Brightness(image).enhance(float(factor)), budget)
 

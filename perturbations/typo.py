@@ -10,7 +10,8 @@ of four character operations picked uniformly:
 * ``swap``: two adjacent different letters exchanged (as nlpaug's RandomCharAug 'swap');
 * ``delete``: one letter removed (as nlpaug's RandomCharAug 'delete').
 
-The first letter of a word is never edited. nlpaug supplies only the character tables; every
+The first letter of a word is never edited. nlpaug supplies only the character tables (written
+out to ``configs/lexicons/typo_characters.yaml`` by ``tools/lexicons/typo_characters.py``); every
 random choice is made by ``random.Random(seed)``, so the output is a pure function of
 (text, seed) and independent of the global ``random`` / numpy state.
 """
@@ -35,25 +36,23 @@ _lock = threading.Lock()
 
 @cache
 def _char_tables() -> tuple[Mapping[str, Sequence[str]], Mapping[str, Sequence[str]]]:
-    """(keyboard neighbours, OCR confusions) for lower-case letters, from nlpaug's models."""
+    """(keyboard neighbours, OCR confusions): nlpaug's KeyboardAug QWERTY and OcrAug tables,
+    as ``tools/lexicons/typo_characters.py`` wrote them out (importing nlpaug takes seconds;
+    the file, milliseconds)."""
     with _lock:
-        import nlpaug.augmenter.char as nac  # slow import: only when first needed
-
-        keyboard_model = nac.KeyboardAug(
-            include_special_char=False, include_numeric=False, include_upper_case=False
-        ).model
-        ocr_model = nac.OcrAug().model
-    keyboard: dict[str, tuple[str, ...]] = {}
-    ocr: dict[str, tuple[str, ...]] = {}
-    for char in "abcdefghijklmnopqrstuvwxyz":
-        near = [c for c in keyboard_model.model.get(char, []) if c.isalpha() and c != char]
-        if near:
-            keyboard[char] = tuple(sorted(set(near)))
-        for key in (char, char.upper()):
-            confusions = [c for c in ocr_model.model.get(key, []) if c != key]
-            if confusions:
-                ocr[key] = tuple(sorted(set(confusions)))
-    return keyboard, ocr
+        raw = load_lexicon("typo_characters.yaml")
+    check_keys(raw, {"version", "keyboard", "ocr"}, "typo_characters.yaml")
+    tables = []
+    for name in ("keyboard", "ocr"):
+        table = raw[name]
+        if not isinstance(table, dict) or not all(
+            isinstance(k, str) and len(k) == 1 and isinstance(v, list) and v
+            and all(isinstance(c, str) and len(c) == 1 for c in v)
+            for k, v in table.items()
+        ):  # fmt: skip
+            raise LexiconError(f"typo_characters.yaml: {name} must map letters to characters")
+        tables.append({key: tuple(values) for key, values in table.items()})
+    return tables[0], tables[1]
 
 
 def load_misspellings(path: str | None = None) -> dict[str, tuple[str, ...]]:

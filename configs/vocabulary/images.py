@@ -15,8 +15,6 @@ import binascii
 import io
 from dataclasses import dataclass
 
-from PIL import Image, UnidentifiedImageError
-
 FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg"}
 MAX_SIDE = 4096  # pixels along either side
 MAX_PIXELS = 2048 * 2048  # in all: bounds what decoding (and perturbing) an image costs
@@ -61,6 +59,8 @@ def decoded_bytes(text: str, max_bytes: int) -> bytes:
 
 def check_image(text: str, max_bytes: int) -> CheckedImage:
     """The image in ``text`` checked (ImageError naming the problem otherwise)."""
+    from PIL import Image, UnidentifiedImageError  # Pillow loads when a picture comes
+
     data = decoded_bytes(text, max_bytes)
     signature = next((fmt for sig, fmt in _SIGNATURES.items() if data.startswith(sig)), None)
     if signature is None:

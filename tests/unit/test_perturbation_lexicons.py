@@ -168,3 +168,34 @@ def test_missing_wordnet_names_the_debian_package(tmp_path, monkeypatch):
     monkeypatch.setenv("DYNAEVAL_WORDNET_DIR", str(tmp_path / "absent"))
     with pytest.raises(WordNetMissing, match="missing index.noun"):
         ParaphrasePerturbation()
+
+
+@pytest.mark.slow
+def test_the_typo_character_tables_are_nlpaugs() -> None:
+    """The file the typo perturbation reads holds exactly nlpaug's tables (a new nlpaug
+    with other tables fails here: regenerate the file and bump the perturbation's version)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    tool = repo / "tools" / "lexicons" / "typo_characters.py"
+    done = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_typo_perturbation_loads_without_nlpaug_numpy_or_pillow() -> None:
+    """Building and applying ``typo`` imports none of the heavy libraries (seconds)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from perturbations.perturbation import get_perturbation\n"
+        "get_perturbation('typo').apply('The movie was terrible today.', 3)\n"
+        "print(sorted(m for m in ('nlpaug', 'numpy', 'PIL', 'nltk') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"
