@@ -232,6 +232,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         queue_examples_in_background(service, args.example_runtime)
     thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
     thread.start()
+    _keep_boards_warm(service, signals.requested)
     try:
         while not signals.requested.wait(1.0) and thread.is_alive():
             pass  # the main thread only waits: signal handlers run here
@@ -244,6 +245,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         signals.done()
     print("dynaeval serve: stopped", flush=True)
     return 0
+
+
+def _keep_boards_warm(service: Any, stop: threading.Event) -> None:
+    """Every task's board prepared in the background, at start and as results land."""
+    from usecases.boards.cache import keep_boards_warm
+
+    threading.Thread(
+        target=keep_boards_warm, args=(service, stop), name="boards", daemon=True
+    ).start()
 
 
 def _http_server(args: argparse.Namespace, app: Any) -> Any:

@@ -150,15 +150,20 @@ class Queries:
         next_cursor = encode_cursor(models[-1]) if more and models else None
         return SubmissionPage(items, next_cursor)
 
-    def leaderboard_rows(self, task: str) -> list[dict[str, Any]]:
-        """Each model's newest finished result on ``task`` (summary axes + rounds)."""
+    def leaderboard_rows(self, task: str, since: datetime | None = None) -> list[dict[str, Any]]:
+        """Each model's newest finished result on ``task`` (summary axes + rounds); with
+        ``since``, only of the results stored at or after it (for a reader that has the
+        rest: a model may then appear again, newer)."""
+        query = (
+            select(ModelRow, ResultRow)
+            .join(ResultRow, ResultRow.model_id == ModelRow.id)
+            .where(ModelRow.task == task)
+            .order_by(ResultRow.created_at)
+        )
+        if since is not None:
+            query = query.where(ResultRow.created_at >= since)
         with self.db.session() as session:
-            rows = session.execute(
-                select(ModelRow, ResultRow)
-                .join(ResultRow, ResultRow.model_id == ModelRow.id)
-                .where(ModelRow.task == task)
-                .order_by(ResultRow.created_at)
-            ).all()
+            rows = session.execute(query).all()
         newest: dict[str, dict[str, Any]] = {}
         for model, result in rows:
             newest[model.id] = {
@@ -175,6 +180,16 @@ class Queries:
     def results_version(self, task: str) -> tuple[int, str | None]:
         """What changes whenever ``task`` gains a result (how many there are and when the
         newest was stored: results are never edited in place) or a model's image goes."""
+        marks = self.results_marks(task)
+        stamp = marks.newest.isoformat() if marks.newest is not None else None
+        return (
+            marks.results,
+            f"{stamp}|{marks.images_gone} images gone" if marks.images_gone else stamp,
+        )
+
+    def results_marks(self, task: str) -> ResultsMarks:
+        """How many results ``task`` has, when the newest was stored, how many of its models'
+        images are gone: results are only ever added, and marks only ever set."""
         with self.db.session() as session:
             count, newest = session.execute(
                 select(func.count(ResultRow.job_id), func.max(ResultRow.created_at)).where(
@@ -184,8 +199,7 @@ class Queries:
             gone = session.scalar(  # marks are never removed once set: a count suffices
                 select(func.count(ModelRow.image_gone_at)).where(ModelRow.task == task)
             )
-        stamp = newest.isoformat() if newest is not None else None
-        return int(count), f"{stamp}|{gone} images gone" if gone else stamp
+        return ResultsMarks(int(count), newest, int(gone or 0))
 
     def scored_models(self) -> dict[str, int]:
         """task -> how many models have a finished result on it."""
@@ -345,6 +359,15 @@ def parse_stage(stage: str | None) -> dict[str, Any]:
         return {"phase": "scoring", **matched.groupdict()}
     phase = text.split(":", 1)[0].strip() or None  # queued, claimed, profiling, done, ...
     return {"phase": phase, "round": None, "dataset": None, "variant": None}
+
+
+@dataclass(frozen=True)
+class ResultsMarks:
+    """What a task's stored results have come to (``Queries.results_marks``)."""
+
+    results: int
+    newest: datetime | None
+    images_gone: int
 
 
 # How many finished jobs the start estimate takes its median duration from.

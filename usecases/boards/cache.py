@@ -6,23 +6,79 @@ model's newest result is the rest. Both are redone only when the task's results 
 the key holds the task's results version (how many results, the newest one's time), its
 data hashes and everything else ``prepare_board`` reads. A request then costs one small
 aggregate query plus ``PreparedBoard.render`` of one page.
+
+The rows are read incrementally: results are only ever added, so when a task gains some,
+only those stored since the newest one seen are read and merged (a model's newer result
+replaces its older one in place); a model's image going (the other change) reads them all
+again. ``keep_boards_warm`` (run by ``serve``) prepares every task's board at start and
+again whenever a result lands, so a viewer rarely waits for one.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from configs.schema import TaskSpec
 from store.db import Database
+from store.queries import ResultsMarks
 from usecases.boards.assemble import default_round_weights, reweighted
 from usecases.boards.leaderboard import PreparedBoard, prepare_board
 from usecases.service import Service
 
 CACHED_BOARDS = 32  # tasks x round-weight variants x instance memories kept at once
+WARM_INTERVAL_S = 2.0  # how often keep_boards_warm looks for new results
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TaskRows:
+    """A task's leaderboard rows as of ``marks``, by model id in the store's order."""
+
+    marks: ResultsMarks
+    by_model: dict[str, dict[str, Any]]
+
+
+class RowCache:
+    """Each task's rows, read whole once and then only what was added (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, TaskRows] = {}
+        self._lock = threading.Lock()
+
+    def rows(self, service: Service, task: str) -> tuple[ResultsMarks, list[dict[str, Any]]]:
+        """The task's rows now, and the marks they were read at."""
+        marks = service.queries.results_marks(task)
+        with self._lock:
+            known = self._tasks.get(task)
+        if known is not None and known.marks == marks:
+            return marks, list(known.by_model.values())
+        by_model = self._read(service, task, known, marks)
+        with self._lock:
+            self._tasks[task] = TaskRows(marks, by_model)
+        return marks, list(by_model.values())
+
+    @staticmethod
+    def _read(
+        service: Service, task: str, known: TaskRows | None, marks: ResultsMarks
+    ) -> dict[str, dict[str, Any]]:
+        since = known.marks.newest if known is not None else None
+        only_added = (
+            known is not None
+            and known.marks.images_gone == marks.images_gone
+            and known.marks.results <= marks.results
+        )
+        if known is None or since is None or not only_added:
+            return {row["model_id"]: row for row in service.queries.leaderboard_rows(task)}
+        by_model = dict(known.by_model)  # a new result of a known model keeps its place
+        for row in service.queries.leaderboard_rows(task, since=since):
+            by_model[row["model_id"]] = row
+        return by_model
 
 
 class BoardCache:
@@ -51,17 +107,23 @@ class BoardCache:
 
 # Keyed weakly by the database object: a cache lives as long as its service's database and
 # never outlives it into another service's (ids are reused, objects are not).
-_CACHES: weakref.WeakKeyDictionary[Database, BoardCache] = weakref.WeakKeyDictionary()
+_CACHES: weakref.WeakKeyDictionary[Database, tuple[BoardCache, RowCache]] = (
+    weakref.WeakKeyDictionary()
+)
 _CACHES_LOCK = threading.Lock()
 
 
 def cache_of(service: Service) -> BoardCache:
     """The cache of ``service``'s database (made on first use)."""
+    return _caches_of(service)[0]
+
+
+def _caches_of(service: Service) -> tuple[BoardCache, RowCache]:
     with _CACHES_LOCK:
-        cache = _CACHES.get(service.db)
-        if cache is None:
-            cache = _CACHES[service.db] = BoardCache()
-        return cache
+        found = _CACHES.get(service.db)
+        if found is None:
+            found = _CACHES[service.db] = (BoardCache(), RowCache())
+        return found
 
 
 def prepared(
@@ -74,10 +136,12 @@ def prepared(
     task's own when None), from the cache while they hold."""
     if round_weights is None:
         round_weights = default_round_weights(task)
+    boards, rows = _caches_of(service)
     hashes = service.dataset_hashes(task.name)
+    marks, current = rows.rows(service, task.name)
     key = (
         task.name,
-        service.queries.results_version(task.name),
+        marks,
         tuple(sorted(hashes.items())),
         tuple(sorted(round_weights.items())),
         instance_memory_gib or task.instance_memory_gib,
@@ -86,8 +150,23 @@ def prepared(
     )
 
     def build() -> PreparedBoard:
-        rows: list[dict[str, Any]] = service.queries.leaderboard_rows(task.name)
-        rows = reweighted(rows, round_weights, task)
-        return prepare_board(task, rows, instance_memory_gib, current_hashes=hashes)
+        rolled = reweighted(current, round_weights, task)
+        return prepare_board(task, rolled, instance_memory_gib, current_hashes=hashes)
 
-    return cache_of(service).get(key, build)
+    return boards.get(key, build)
+
+
+def keep_boards_warm(
+    service: Service, stop: threading.Event, interval_s: float = WARM_INTERVAL_S
+) -> None:
+    """Prepare every task's board (its own weights) now and whenever its results change,
+    until ``stop`` is set: the first viewer after a start or a new result finds it ready."""
+    while not stop.is_set():
+        for task in list(service.tasks.values()):
+            if stop.is_set():
+                return
+            try:
+                prepared(service, task)
+            except Exception:  # a store outage or a closing service: try again later
+                LOG.debug("preparing %s's board failed; retrying", task.name, exc_info=True)
+        stop.wait(interval_s)

@@ -1,0 +1,89 @@
+"""A task's rows read incrementally equal a whole read at every step: new models, a newer
+result of a known model, results stored at the same instant, an image that goes; and the
+boards kept warm in the background are the ones a request then finds."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from configs.vocabulary.clock import ManualClock
+from store.retention import mark_image_gone
+from tests.browser.seed import finish, result
+from usecases.boards.cache import RowCache, cache_of, keep_boards_warm, prepared
+from usecases.service import Service
+
+TASK = "sentiment"
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    svc = Service.open(tmp_path / "data", clock=ManualClock())
+    yield svc
+    svc.close()
+
+
+def scored(service: Service, name: str, performance: float) -> str:
+    evaluation = result(service, [performance] * 3, 100.0, 0.5, 90.0, 90.0, seed=int(performance))
+    return finish(service, name, evaluation)
+
+
+def assert_same_as_a_whole_read(cache: RowCache, service: Service) -> None:
+    _, rows = cache.rows(service, TASK)
+    assert rows == service.queries.leaderboard_rows(TASK)
+
+
+def test_incremental_rows_equal_a_whole_read_at_every_step(service: Service) -> None:
+    clock = service.clock
+    assert isinstance(clock, ManualClock)
+    cache = RowCache()
+    assert_same_as_a_whole_read(cache, service)  # empty
+    scored(service, "a", 50.0)
+    scored(service, "b", 60.0)
+    assert_same_as_a_whole_read(cache, service)
+    scored(service, "c", 70.0)  # the same instant as the last read's newest
+    assert_same_as_a_whole_read(cache, service)
+    clock.advance(5)
+    scored(service, "d", 40.0)
+    assert_same_as_a_whole_read(cache, service)
+    # a newer result of a known model (a rerun) keeps the model's place, with new numbers
+    first = service.queries.leaderboard_rows(TASK)[0]["model_id"]
+    service.store.enqueue(first)
+    claimed = service.store.claim("w", 60)
+    assert claimed is not None and claimed.model_id == first
+    clock.advance(5)
+    newer = result(service, [99.0] * 3, 100.0, 0.5, 90.0, 90.0, seed=99)
+    assert service.store.finish(claimed.id, "w", newer, lease=claimed.lease)
+    assert_same_as_a_whole_read(cache, service)
+    _, rows = cache.rows(service, TASK)
+    assert rows[0]["model_id"] == first and rows[0]["performance"] == pytest.approx(99.0)
+    # an image that goes changes a row without a new result: read whole again
+    assert mark_image_gone(service.db, first, "removed by retention", clock.now())
+    assert_same_as_a_whole_read(cache, service)
+    assert cache.rows(service, TASK)[1][0]["image_gone"] is not None
+
+
+def test_boards_kept_warm_are_the_ones_requests_find(service: Service) -> None:
+    for i in range(3):
+        scored(service, f"m{i}", 50.0 + i)
+    stop = threading.Event()
+    warmer = threading.Thread(target=keep_boards_warm, args=(service, stop, 0.01))
+    warmer.start()
+    try:
+        deadline = threading.Event()
+        for _ in range(500):  # bounded: the first pass prepares every task's board
+            if len(cache_of(service)._boards) >= len(service.tasks):
+                break
+            deadline.wait(0.01)
+        built = len(cache_of(service)._boards)
+        assert built >= len(service.tasks)
+        board = prepared(service, service.tasks[TASK])
+        assert len(cache_of(service)._boards) == built  # found, not built again
+        assert len(board.ids) == 3
+    finally:
+        stop.set()
+        warmer.join(timeout=10)
+    assert not warmer.is_alive()
