@@ -8,7 +8,7 @@ from flask import Flask
 from flask_smorest import Api
 from werkzeug.wrappers import Response
 
-from api import auth, bodies, errors, metrics, ratelimit
+from api import auth, bodies, compression, errors, metrics, ratelimit
 from api.accounts import blp as accounts_blp
 from api.adversary import blp as adversary_blp
 from api.collection import blp as collection_blp
@@ -71,6 +71,7 @@ def create_app(service: Service, allowed_hosts: Iterable[str] | None = None) -> 
     ratelimit.install(app)  # after auth: writes are counted per principal
     errors.install(app)
     bodies.install(app)
+    compression.install(app)  # every response passes it on its way out
     app.add_url_rule("/", "index", index)
     metrics.install(app, service)  # outside the OpenAPI document: an operator's route
     return app

@@ -22,15 +22,18 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from store.stats import DURATION_BUCKETS, Durations, QueueStats, queue_stats
+from store.stats import DURATION_BUCKETS, Durations, QueueStats, TaskQueue, queue_stats
 from usecases.service import Service
 
 
 class QueueCollector(Collector):
     """The job queue as gauges, read from ``stats`` on every scrape."""
 
-    def __init__(self, stats: Callable[[], QueueStats]) -> None:
+    def __init__(
+        self, stats: Callable[[], QueueStats], task_names: Callable[[], list[str]] = list
+    ) -> None:
         self.stats = stats
+        self.task_names = task_names  # every task gets its per-task gauges, 0 when idle
 
     def collect(self) -> Iterator[Metric]:
         stats = self.stats()
@@ -49,17 +52,18 @@ class QueueCollector(Collector):
             "Seconds the oldest queued job has been waiting for a worker (0: none waits).",
             value=stats.oldest_queued_age_s,
         )
+        queues = {name: TaskQueue() for name in self.task_names()} | stats.by_task
         yield _labelled(
             "dynaeval_task_queue_depth",
             "Queued jobs per task.",
             "task",
-            {task: q.queued for task, q in stats.by_task.items()},
+            {task: q.queued for task, q in queues.items()},
         )
         yield _labelled(
             "dynaeval_task_queue_oldest_age_seconds",
             "Seconds the oldest job ready to run on a task has waited (0: none waits).",
             "task",
-            {task: q.oldest_wait_s for task, q in stats.by_task.items()},
+            {task: q.oldest_wait_s for task, q in queues.items()},
         )
         yield _labelled(
             "dynaeval_worker_heartbeat_age_seconds",
@@ -113,7 +117,11 @@ def _durations(durations: dict[str, Durations]) -> Metric:
 def registry_for(service: Service) -> CollectorRegistry:
     """The queue of ``service``, and this process's CPU, memory and open files."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(QueueCollector(lambda: queue_stats(service.db, service.clock.now())))
+    registry.register(
+        QueueCollector(
+            lambda: queue_stats(service.db, service.clock.now()), lambda: list(service.tasks)
+        )
+    )
     ProcessCollector(registry=registry)
     return registry
 

@@ -145,6 +145,7 @@ def task_list() -> str:
                 "queued": queue.queued,
                 "running": queue.running,
                 "oldest_wait": _wait_text(queue.oldest_wait_s),
+                "waiting": queue.oldest_wait_s > 0,  # a job ready to run (not a back-off)
             }
         )
     return render_template("pages/tasks.html", tasks=tasks)
@@ -216,6 +217,7 @@ def board_page(
         "rank_notes": rank_notes(board),  # the API's rank intervals, for these weights only
         "rank_notes_for": "&".join(f"{k}={v}" for k, v in query.items()),
         "condition_groups": boards.condition_marks(board),  # marks only on mixed boards
+        "page_rows": boards_page.PAGE_ROWS,  # a ?page= link's rows, for the script
     }
     script = boards_page.PageData({**data.fields, **notes}, data.models_json)
     busy = _busy_jobs()
@@ -248,9 +250,13 @@ def board_page(
 
 
 def _page_number() -> int:
-    """``?page=N`` (1-based); anything else is the first page."""
+    """``?page=N`` (1-based, ASCII digits; past the end is the last page); anything else
+    is the first page. (``str.isdigit`` alone takes "²" and "３", which ``int`` refuses or
+    reads as another number.)"""
     text = request.args.get("page", "")
-    return int(text) if text.isdigit() and len(text) < 7 else 1
+    if not (text.isascii() and text.isdigit()):
+        return 1
+    return int(text) if len(text) <= 9 else 10**9
 
 
 def _page_links(

@@ -94,7 +94,8 @@ def test_the_pages_walk_the_ranking_under_the_viewers_weights(
 @pytest.mark.parametrize(
     ("asked", "first"),
     [("0", 0), ("-1", 0), ("abc", 0), ("", 0), ("2", 100), ("3", 200), ("99", 200),
-     ("9" * 30, 0)],
+     ("1000000", 200), ("9" * 30, 200), ("\u00b2", 0), ("\u2460", 0), ("\uff13", 0),
+     ("\u0663", 0), ("2.0", 0), ("+2", 0)],
 )  # fmt: skip
 def test_a_page_out_of_range_or_not_a_number_is_moved_into_range(
     long_board: tuple[Service, list[str]], asked: str, first: int

@@ -121,15 +121,23 @@ def test_each_tasks_queue_depth_and_oldest_wait(seeded: Service) -> None:
         session.execute(update(JobRow).where(JobRow.id == nli).values(task="nli"))
     samples = scrape(create_app(seeded), issue_token(seeded))
     depth = {dict(k)["task"]: v for k, v in samples["dynaeval_task_queue_depth"].items()}
-    assert depth == {"sentiment": 4, "nli": 1}
+    busy = {"sentiment": 4, "nli": 1}
+    assert depth == busy | {t: 0 for t in seeded.tasks if t not in busy}
+    assert set(depth) == set(seeded.tasks)  # an idle task is listed at 0
     oldest = {
         dict(k)["task"]: v for k, v in samples["dynaeval_task_queue_oldest_age_seconds"].items()
     }
-    assert oldest == {"sentiment": 120, "nli": 300}
+    assert {t: v for t, v in oldest.items() if v} == {"sentiment": 120, "nli": 300}
     browser = create_app(seeded).test_client()
     page = browser.get("/", headers={"Accept": "text/html"}).get_data(as_text=True)
     row = page.split('data-task="sentiment"', 1)[1].split("</tr>", 1)[0]
     assert "queued: 4, running: 3<br>oldest waiting 2 min" in row
+    later = job(seeded, "h1", status="queued", available_at=NOW + timedelta(seconds=60))
+    with seeded.db.session() as session, session.begin():
+        session.execute(update(JobRow).where(JobRow.id == later).values(task="hate_speech"))
+    page = browser.get("/", headers={"Accept": "text/html"}).get_data(as_text=True)
+    row = page.split('data-task="hate_speech"', 1)[1].split("</tr>", 1)[0]
+    assert "queued: 1, running: 0" in row and "oldest waiting" not in row  # a back-off only
     listed = {t["name"]: t["queue"] for t in browser.get("/api/v1/tasks").get_json()["tasks"]}
     assert listed["sentiment"] == {"queued": 4, "running": 3, "oldest_wait_s": 120.0}
     assert listed["nli"] == {"queued": 1, "running": 0, "oldest_wait_s": 300.0}

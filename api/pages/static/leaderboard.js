@@ -11,6 +11,7 @@
   var openable = new Set(data.openable || []);  // the models whose pages the viewer may open
   data.models.forEach(function (m, i) { styleOf[m.model_id] = Plots.style(i); m.page = openable.has(m.model_id); });
   var base = location.pathname;
+  var askedPage = Number(new URLSearchParams(location.search).get("page"));  // before render()
   // The server wrote one page of the ranking; with JavaScript every row is shown, a window
   // of them at a time, so the pages' links go.
   if ($("row-pages")) $("row-pages").hidden = true;
@@ -294,6 +295,11 @@
   // Labels for screen readers: "Performance weight".
   AXES.forEach(function (a) { $("w_" + a).setAttribute("aria-label", LABELS[a] + " weight"); });
   render();
+  // A link to one of the server's pages (?page=N, for readers without JavaScript) opens
+  // the whole ranking at that page's first row.
+  if (askedPage > 1 && boardRows.windowed()) {
+    window.scrollTo(0, boardRows.pageTop + (askedPage - 1) * data.page_rows * boardRows.rowHeight);
+  }
   // When the page became usable (every row ranked, the sliders live): benchmarks read it.
   if (window.performance && performance.mark) performance.mark("board-ready");
 })();

@@ -144,8 +144,9 @@
     var size = Math.ceil(window.innerHeight / h) + 2 * OVERSCAN;
     var first = Math.max(0, Math.floor(-top / h) - OVERSCAN);
     first = Math.min(first, Math.max(0, count - size));
-    first -= first % 2;
-    return [first, Math.min(count, first + size)];
+    var shift = first % 2;  // one row earlier to stay even: one row longer to still reach the end
+    first -= shift;
+    return [first, Math.min(count, first + size + shift)];
   };
 
   RowWindow.prototype.show = function (count, build, range) {
