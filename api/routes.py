@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, TypeVar
@@ -39,6 +40,7 @@ from api.schemas import (
 )
 from api.schemas_board import ComparisonSchema, LeaderboardSchema
 from configs.schema import TaskSpec
+from configs.vocabulary.capabilities import BadRequirements, Requirements
 from configs.vocabulary.idempotency import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY
 from configs.vocabulary.refusals import Refused
 from store.idempotency import DuplicateSubmission, KeyedSubmission, find_by_key
@@ -302,7 +304,18 @@ def _json_submission(task: TaskSpec, admit: Admission, key: str | None = None) -
         admit=admit,
         idempotency_key=key,
         published=data.get("publish", task.publish_results),
+        requirements=_requirements(data.get("requirements")),
     )
+
+
+def _requirements(raw: Any) -> Requirements | None:
+    """A submission's requirements (an object, or its JSON text in a form); 422 if bad."""
+    if raw is None:
+        return None
+    try:
+        return Requirements.parse(json.loads(raw) if isinstance(raw, str) else raw)
+    except (BadRequirements, ValueError) as exc:
+        raise ApiError(422, "invalid_requirements", f"requirements: {exc}") from None
 
 
 def _upload_submission(task: TaskSpec, admit: Admission, key: str | None = None) -> Submitted:
@@ -322,6 +335,7 @@ def _upload_submission(task: TaskSpec, admit: Admission, key: str | None = None)
         admit=admit,
         idempotency_key=key,
         published=form.get("publish", task.publish_results),
+        requirements=_requirements(form.get("requirements")),
     )
 
 

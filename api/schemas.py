@@ -70,16 +70,28 @@ def _publish_field() -> fields.Boolean:
     )
 
 
+REQUIREMENTS_DESCRIPTION = (
+    "what the worker that runs it must have; only such a worker claims its jobs: `gpus` "
+    "(0-16), `cpus` (1-1024), `memory_gib` (> 0), `gpu_model` (a part of the GPU's name, "
+    "any case), `labels` (up to 16 of an operator's worker labels, each 1-63 of a-z 0-9 . _ -)"
+)
+
+
 class SubmitJsonSchema(Schema):
     name = fields.String(required=True, validate=NAME)
     runtime = fields.Nested(RuntimeSchema, required=True)
     publish = _publish_field()
+    requirements = fields.Dict(metadata={"description": REQUIREMENTS_DESCRIPTION})
 
 
 class SubmitFormSchema(Schema):
     name = fields.String(required=True, validate=NAME)
     protocol = fields.String(load_default=DEFAULT_DIALECT, validate=PROTOCOL)
     publish = _publish_field()
+    requirements = fields.String(
+        validate=validate.Length(max=2048),
+        metadata={"description": "as JSON text: " + REQUIREMENTS_DESCRIPTION},
+    )
 
 
 class SubmitUploadSchema(SubmitFormSchema):
@@ -301,6 +313,9 @@ class SubmissionSchema(OpenSchema):
     task = fields.String()
     name = fields.String()
     runtime = fields.Dict(metadata={"description": "kind, protocol, image"})
+    requirements = fields.Dict(
+        metadata={"description": "what a worker must have to run it ({}: nothing)"}
+    )
     image_id = fields.String(allow_none=True)
     created_at = fields.String()
     image_gone = fields.Nested(

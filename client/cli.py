@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from client import commands
 from client.images import add_images_parser
@@ -161,6 +161,15 @@ def _worker(sub: Subparsers) -> None:
         help="unique per concurrent worker on this host; a restarted worker "
         "with the same name removes its predecessor's leftover containers",
     )
+    worker.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="a label this worker offers (repeatable; 1-63 of a-z 0-9 . _ -): it also "
+        "claims submissions whose requirements name it; CPUs, memory and GPUs (through "
+        "NVML) are detected",
+    )
     _stopping_options(worker)
 
 
@@ -208,6 +217,27 @@ def _idempotency_key(text: str) -> str:
     return text
 
 
+def _requirement(text: str) -> tuple[str, Any]:
+    """``--require KEY=VALUE`` as the API's requirements object takes it."""
+    key, sep, value = text.partition("=")
+    if not sep or not value:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, not {text!r}")
+    try:
+        if key in ("gpus", "cpus"):
+            return key, int(value)
+        if key == "memory_gib":
+            return key, float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{key} takes a number, not {value!r}") from None
+    if key == "labels":
+        return key, [label for label in value.split(",") if label]
+    if key == "gpu_model":
+        return key, value
+    raise argparse.ArgumentTypeError(
+        f"unknown requirement {key!r} (gpus, cpus, memory_gib, gpu_model, labels)"
+    )
+
+
 def _submit(sub: Subparsers) -> None:
     from client.credentials import API_KEY_ENV
     from client.submit import EXIT_USAGE, parse_thresholds
@@ -236,6 +266,15 @@ def _submit(sub: Subparsers) -> None:
         default=None,
         help="publish the results once scored, so anyone who may see the task opens the "
         "model's page (default: the task's publish_results)",
+    )
+    submit.add_argument(
+        "--require",
+        type=_requirement,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="what the worker must have (repeatable): gpus=N, cpus=N, memory_gib=X, "
+        "gpu_model=TEXT, labels=A,B; only a worker that meets them runs the model",
     )
     submit.add_argument(
         "--idempotency-key",

@@ -271,12 +271,17 @@ def _hand_back_now(service: Any) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from worker.capabilities import detect
     from worker.lock import WorkerIdInUse
     from worker.outage import open_when_reachable
     from worker.worker import Worker, default_worker_id
 
     configure_logging(args.log_format, verbose=getattr(args, "verbose", False))
     worker_id = default_worker_id(args.name)
+    try:
+        capabilities = detect(getattr(args, "label", []))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     stopping = threading.Event()
     started: list[Worker] = []  # a signal may come before the worker exists
 
@@ -302,11 +307,20 @@ def cmd_worker(args: argparse.Namespace) -> int:
         worker_id=worker_id,
         grace_s=args.grace_s,
         sealer=service.sealer,  # opens the webhook secrets the API sealed
+        capabilities=capabilities,
     )
     started.append(worker)
     if stopping.is_set():  # the signal came while the service was opening
         worker.stop()
     print(f"dynaeval worker: {worker.worker_id} taking jobs (SIGTERM or SIGINT stops)", flush=True)
+    offered = capabilities.to_dict()
+    print(
+        f"dynaeval worker: offers {offered['cpus']} CPUs, {offered['memory_gib']} GiB, "
+        f"{offered['gpus']} GPUs"
+        + (f" ({offered['gpu_model']})" if offered["gpu_model"] else "")
+        + (f", labels {', '.join(offered['labels'])}" if offered["labels"] else ""),
+        flush=True,
+    )
     try:
         stats = worker.work(burst=args.burst)
     except WorkerIdInUse as exc:

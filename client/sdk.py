@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import time
 import uuid
@@ -105,16 +106,20 @@ class DynaevalClient:
         *,
         idempotency_key: str | None = None,
         publish: bool | None = None,
+        requirements: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Submit a runtime (a registry image). Sent with an idempotency key (a new UUID
         unless given) and retried with it when the server cannot be reached or does not
         answer in time: the server makes one submission whatever the retries, and answers
         a replay with ``replayed: true``. ``publish``: results public once scored (None:
-        the task's default)."""
+        the task's default). ``requirements``: what the worker must have, e.g.
+        ``{"gpus": 1, "labels": ["eu"]}`` (only such a worker runs it)."""
         key = idempotency_key or str(uuid.uuid4())
         body: dict[str, Any] = {"name": name, "runtime": runtime}
         if publish is not None:
             body["publish"] = publish
+        if requirements:
+            body["requirements"] = requirements
         return self._submit_retried(
             lambda: self._call(
                 "POST", f"/tasks/{task}/submissions", json=body, headers={IDEMPOTENCY_HEADER: key}
@@ -130,13 +135,17 @@ class DynaevalClient:
         *,
         idempotency_key: str | None = None,
         publish: bool | None = None,
+        requirements: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Upload a ``docker save`` tarball, idempotently (see :meth:`submit`). The wait
-        for the answer grows with the file: the server checks the whole tarball first."""
+        """Upload a ``docker save`` tarball, idempotently (see :meth:`submit`, also for
+        ``requirements``). The wait for the answer grows with the file: the server checks
+        the whole tarball first."""
         key = idempotency_key or str(uuid.uuid4())
         form = {"name": name, "protocol": protocol}
         if publish is not None:
             form["publish"] = "true" if publish else "false"
+        if requirements:
+            form["requirements"] = json.dumps(requirements)
         size = Path(tarball).stat().st_size
         timeout = (CONNECT_TIMEOUT_S, self.timeout + size / SERVER_CHECK_BYTES_PER_S)
 
@@ -423,20 +432,23 @@ class DynabenchClient:
         protocol: str = DEFAULT_DIALECT,
         idempotency_key: str | None = None,
         publish: bool | None = None,
+        requirements: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Submit a ``docker save`` tarball (a multipart upload) or, when ``path`` is no
         file, a registry reference; the description names the submission. Returns the
         queued submission (its ``id`` is the model id). Retried on a timeout with one
-        idempotency key (a new UUID unless given): the server makes one submission."""
+        idempotency key (a new UUID unless given): the server makes one submission.
+        ``requirements``: what the worker must have (``{"gpus": 1}``)."""
         name = _submission_name(description)
+        options: dict[str, Any] = {
+            "idempotency_key": idempotency_key,
+            "publish": publish,
+            "requirements": requirements,
+        }
         if Path(path).is_file():
-            return self.api.submit_image(
-                task, name, path, protocol, idempotency_key=idempotency_key, publish=publish
-            )
+            return self.api.submit_image(task, name, path, protocol, **options)
         runtime = {"kind": "docker", "image": str(path), "protocol": protocol}
-        return self.api.submit(
-            task, name, runtime, idempotency_key=idempotency_key, publish=publish
-        )
+        return self.api.submit(task, name, runtime, **options)
 
     def wait(self, model_id: str, timeout: float = 3600, poll: float = 2.0) -> dict[str, Any]:
         """The submission once done or failed (WaitTimeout when ``timeout`` passes first)."""

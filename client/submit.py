@@ -200,6 +200,7 @@ class Local(Backend):
 
     def submit(self, args: argparse.Namespace) -> str:
         """Submit a tarball file or a registry reference to the local database."""
+        from configs.vocabulary.capabilities import BadRequirements, Requirements
         from usecases.submissions import SubmissionRefused, submit_file, submit_reference
 
         path = Path(args.model)
@@ -207,9 +208,19 @@ class Local(Backend):
             raise CliError(f"{args.model} is not a file: give a `docker save` tarball")
         publish = self.task.publish_results if args.publish is None else args.publish
         try:
+            needs = Requirements.parse(requirements_of(args))
+        except BadRequirements as exc:
+            raise CliError(f"--require: {exc}") from None
+        try:
             if path.is_file():
                 submitted = submit_file(
-                    self.service, self.task, args.name, path, args.protocol, published=publish
+                    self.service,
+                    self.task,
+                    args.name,
+                    path,
+                    args.protocol,
+                    published=publish,
+                    requirements=needs,
                 )
             else:
                 # Trusted local use (like submit_file reading any path): the CLI's user
@@ -223,6 +234,7 @@ class Local(Backend):
                     args.protocol,
                     trusted=True,
                     published=publish,
+                    requirements=needs,
                 )
         except SubmissionRefused as exc:
             raise _refusal(exc.code, exc.message) from None
@@ -295,6 +307,7 @@ class Remote(Backend):
                     protocol=args.protocol,
                     idempotency_key=key,
                     publish=args.publish,
+                    requirements=requirements_of(args),
                 )
             )
         except CliError as exc:  # say how to find out whether it landed, without a second one
@@ -423,3 +436,9 @@ def _timeout_message(args: argparse.Namespace, exc: WaitTimeout) -> str:
         f"dynaeval submit: gave up after {exc.timeout:g} s: submission "
         f"{exc.submission.get('id')} is still {job.get('status')} ({job.get('stage')}) {where}"
     )
+
+
+def requirements_of(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--require`` pairs as one requirements object (None when none was given)."""
+    pairs = getattr(args, "require", None) or []
+    return dict(pairs) or None

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from configs.vocabulary.capabilities import Capabilities, Requirements
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.jobs import (
@@ -75,6 +76,7 @@ class ClaimedJob:
     spec: dict[str, Any] | None = None  # the kind's settings (a backfill's scope, an attack's)
     checkpoint: dict[str, Any] | None = None  # where an earlier attempt got to
     platform_faults: int = 0  # the platform faults its earlier attempts suffered
+    requirements: Requirements = Requirements()  # what its model needs of the worker
 
 
 @dataclass(frozen=True)
@@ -117,9 +119,10 @@ class JobStore(LeaseRecovery, LateResults):
         held: bool = False,
         idempotency_key: str | None = None,
         published: bool = False,
+        requirements: Requirements | None = None,
     ) -> tuple[str, str]:
-        """Create the model row (owned by ``owner_id``, its results ``published`` or not)
-        and its job in one transaction;
+        """Create the model row (owned by ``owner_id``, its results ``published`` or not,
+        run only by workers that meet its ``requirements``) and its job in one transaction;
         returns (model id, job id). A ``held`` job is shown as queued but no worker takes it
         until :meth:`start_held` (its image is still being built). A key this submitter
         used already raises DuplicateSubmission naming the first submission."""
@@ -135,6 +138,8 @@ class JobStore(LeaseRecovery, LateResults):
             created_at=now,
             idempotency_key=idempotency_key,
             published=published,
+            requirements=(requirements.to_dict() or None) if requirements else None,
+            required_gpus=requirements.gpus if requirements else 0,
         )
         try:
             job = self._insert(row, max_attempts, held, now)
@@ -226,14 +231,23 @@ class JobStore(LeaseRecovery, LateResults):
             return len(session.scalars(select(ModelRow.id)).all())
 
     # -- the lease ---------------------------------------------------------------------------
-    def claim(self, worker: str, lease_s: float, *, domain: str | None = None) -> ClaimedJob | None:
-        """Take the oldest available queued job with a fresh lease token, or None. Safe
-        against concurrent workers. ``domain`` is the worker's lock folder id (worker.lock):
-        a restart holding the same lock may settle this claim at once (settle_predecessor)."""
+    def claim(
+        self,
+        worker: str,
+        lease_s: float,
+        *,
+        domain: str | None = None,
+        capabilities: Capabilities | None = None,
+    ) -> ClaimedJob | None:
+        """Take the next available queued job (store.claims) with a fresh lease token, or
+        None. Safe against concurrent workers. ``domain`` is the worker's lock folder id
+        (worker.lock): a restart holding the same lock may settle this claim at once
+        (settle_predecessor). Only jobs whose model's requirements ``capabilities`` meet
+        are taken (a worker that says nothing of itself takes the jobs that need nothing)."""
         for _ in range(5):  # another worker may win the race for a candidate; try the next
             with self.db.session() as session, session.begin():
                 now = self.clock.now()
-                job_id = _candidate(session, now)
+                job_id = _candidate(session, now, capabilities)
                 if job_id is None:
                     return None
                 token = new_token()
@@ -369,6 +383,7 @@ def _claimed(session: Session, job_id: str, worker: str, token: str, now: dateti
         dict(job.spec) if job.spec else None,
         dict(job.checkpoint) if job.checkpoint else None,
         job.platform_faults,
+        Requirements.parse(model.requirements) if model and model.requirements else Requirements(),
     )
 
 
@@ -407,16 +422,40 @@ def _new_job(
     )
 
 
-def _candidate(session: Session, now: datetime) -> str | None:
-    """The id of the job to run next at ``now``, if any, in claim order (store.claims)."""
+CANDIDATES = 32  # jobs a claim looks through for one whose requirements it meets
+
+
+def _candidate(
+    session: Session, now: datetime, capabilities: Capabilities | None = None
+) -> str | None:
+    """The id of the job to run next at ``now``, if any, in claim order (store.claims),
+    among those whose requirements ``capabilities`` meet: GPUs are filtered in SQL, the rest
+    among the first ``CANDIDATES``; when none of those fits, the first job that needs
+    nothing (so jobs needing labels this worker lacks never hold back the others)."""
     joined, keys = claim_order(now)
+    gpus = capabilities.gpus if capabilities is not None else 0
     query = (
-        select(JobRow.id)
+        select(JobRow.id, ModelRow.requirements)
         .select_from(joined)
-        .where(JobRow.status == JobStatus.QUEUED, JobRow.available_at <= now)
+        .where(
+            JobRow.status == JobStatus.QUEUED,
+            JobRow.available_at <= now,
+            func.coalesce(ModelRow.required_gpus, 0) <= gpus,
+        )
         .order_by(*keys)
-        .limit(1)
     )
-    if session.bind.dialect.name == "postgresql":  # type: ignore[union-attr]
-        query = query.with_for_update(skip_locked=True, of=JobRow)
-    return session.scalars(query).first()
+    postgres = session.bind.dialect.name == "postgresql"  # type: ignore[union-attr]
+
+    def locked(select_: Any) -> Any:  # PostgreSQL: concurrent claimers skip each other's
+        return select_.with_for_update(skip_locked=True, of=JobRow) if postgres else select_
+
+    for job_id, needs in session.execute(locked(query.limit(CANDIDATES))):
+        if needs is None or (
+            capabilities is not None
+            and isinstance(needs, dict)
+            and Requirements.parse(needs).met_by(capabilities)
+        ):
+            return str(job_id)
+    plain = query.where(ModelRow.requirements.is_(None)).limit(1)
+    row = session.execute(locked(plain)).first()
+    return str(row[0]) if row else None

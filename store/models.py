@@ -64,6 +64,10 @@ class ModelRow(Base):
     image_gone: Mapped[str | None] = mapped_column(String(300))
     # The client's Idempotency-Key: a repeat by the same submitter is the first submission.
     idempotency_key: Mapped[str | None] = mapped_column(String(128))
+    # What the worker that runs it must have (configs.vocabulary.capabilities), or None;
+    # its GPU count apart, so claims filter on it in SQL.
+    requirements: Mapped[dict | None] = mapped_column(JSON(none_as_null=True))
+    required_gpus: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     __table_args__ = (
         UniqueConstraint("owner_id", "idempotency_key", name="uq_models_owner_idempotency_key"),
     )

@@ -290,6 +290,7 @@ def _model_dict(model: ModelRow) -> dict[str, Any]:
         "task": model.task,
         "name": model.name,
         "runtime": runtime,
+        "requirements": model.requirements or {},
         "image_id": model.image_id,
         "created_at": _utc(model.created_at),
         "image_gone": image_gone_of(model),

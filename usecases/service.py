@@ -37,6 +37,7 @@ from store.queries import Queries
 from store.ratelimits import RateLimits
 from store.sealing import Sealer
 from store.webhooks import WebhookStore
+from worker.capabilities import detect
 from worker.sandboxes import REAP_EVERY_S, SandboxReaper
 from worker.worker import Worker, default_worker_id
 
@@ -143,6 +144,8 @@ class Service:
     def start_workers(self, count: int = 1, **options: Any) -> None:
         """Run ``count`` embedded workers in daemon threads."""
         allow_registries_for_pulls(self.allowed_registries)  # they pull what the API accepted
+        if count:  # they claim what this machine can run (and what needs nothing)
+            options.setdefault("capabilities", detect())
         for index in range(count):
             worker = Worker(
                 self.store,

@@ -16,6 +16,7 @@ from typing import IO, Any, BinaryIO, cast
 from urllib.parse import urlsplit
 
 from configs.schema import Limits, TaskSpec
+from configs.vocabulary.capabilities import Requirements
 from evaluator.errors import EvaluationError
 from evaluator.runtimes.docker.references import (
     check_registry_address,
@@ -77,6 +78,7 @@ def submit_runtime(
     admit: Admission = nullcontext,
     idempotency_key: str | None = None,
     published: bool = False,
+    requirements: Requirements | None = None,
 ) -> Submitted:
     """Submit a runtime object as a client sent it. A docker runtime names a registry image
     (never a server file or local image, never a registry on the platform's network unless
@@ -87,7 +89,15 @@ def submit_runtime(
         if isinstance(spec, UrlSpec):
             refuse_own_address(spec.url, own_addresses)
         return _create(
-            service, task, name, spec, owner_id, admit, idempotency_key, published=published
+            service,
+            task,
+            name,
+            spec,
+            owner_id,
+            admit,
+            idempotency_key,
+            published=published,
+            requirements=requirements,
         )
     if not runtime.get("image"):
         raise SubmissionRefused(INVALID, "a docker runtime needs 'image' (a registry reference)")
@@ -102,6 +112,7 @@ def submit_runtime(
         admit=admit,
         idempotency_key=idempotency_key,
         published=published,
+        requirements=requirements,
     )
 
 
@@ -117,6 +128,7 @@ def submit_reference(
     admit: Admission = nullcontext,
     idempotency_key: str | None = None,
     published: bool = False,
+    requirements: Requirements | None = None,
 ) -> Submitted:
     """Submit a registry image the worker will pull. Unless ``trusted`` (the CLI writing to
     its own database), a registry on a local network must be in the operator's allow-list
@@ -129,7 +141,17 @@ def submit_reference(
         spec = DockerSpec(source=DockerSource.REGISTRY, image=image, protocol=protocol)
     except ValueError as exc:
         raise SubmissionRefused(INVALID, str(exc)) from None
-    return _create(service, task, name, spec, owner_id, admit, idempotency_key, published=published)
+    return _create(
+        service,
+        task,
+        name,
+        spec,
+        owner_id,
+        admit,
+        idempotency_key,
+        published=published,
+        requirements=requirements,
+    )
 
 
 def refuse_own_address(url: str, own_addresses: Collection[tuple[str, int]]) -> None:
@@ -191,6 +213,7 @@ def submit_upload(
     admit: Admission = nullcontext,
     idempotency_key: str | None = None,
     published: bool = False,
+    requirements: Requirements | None = None,
 ) -> Submitted:
     """Submit a `docker save` tarball read from ``stream``: streamed to the blob store under
     the task's image limit, inspected there, then queued."""
@@ -200,7 +223,15 @@ def submit_upload(
         image_id = _inspect(service.blobs.local_path(key), task.limits)
         spec = _upload_spec(key, image_id, filename or "upload", protocol)
         return _create(
-            service, task, name, spec, owner_id, admit, idempotency_key, published=published
+            service,
+            task,
+            name,
+            spec,
+            owner_id,
+            admit,
+            idempotency_key,
+            published=published,
+            requirements=requirements,
         )
 
 
@@ -213,6 +244,7 @@ def submit_file(
     *,
     owner_id: str | None = None,
     published: bool = False,
+    requirements: Requirements | None = None,
 ) -> Submitted:
     """Submit a `docker save` tarball on this machine (trusted local use): inspected where
     it lies, then copied into the blob store under a fresh key (never the file's name)."""
@@ -221,7 +253,9 @@ def submit_file(
         key = _store(service.blobs, handle, task.limits.max_image_bytes)
     with _discarded_on_failure(service.blobs, key):
         spec = _upload_spec(key, image_id, path.name, protocol)
-        return _create(service, task, name, spec, owner_id, published=published)
+        return _create(
+            service, task, name, spec, owner_id, published=published, requirements=requirements
+        )
 
 
 def _parsed(runtime: Mapping[str, Any]) -> RuntimeSpec:
@@ -246,6 +280,7 @@ def _create(
     admit: Admission = nullcontext,
     idempotency_key: str | None = None,
     published: bool = False,
+    requirements: Requirements | None = None,
 ) -> Submitted:
     """The model row, its owner and its job, in one transaction, inside ``admit``
     (DuplicateSubmission when ``idempotency_key`` made one already: nothing is kept)."""
@@ -259,6 +294,7 @@ def _create(
             owner_id=owner_id,
             idempotency_key=idempotency_key,
             published=published,
+            requirements=requirements,
         )
     return Submitted(model_id, job_id, name, spec)
 

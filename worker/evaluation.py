@@ -71,6 +71,8 @@ def evaluate_model(context: JobContext, job: ClaimedJob, progress: Progress) -> 
             extra={"job_id": job.id, "worker_id": context.worker_id},
         )
         return platform_failure(job.task, describe(exc))
+    if job.requirements.gpus:  # the submission asked for them; this worker has them
+        runtime.grant_gpus(job.requirements.gpus)
     # Per-example predictions are kept for paired comparisons (worker.predictions).
     with tempfile.TemporaryDirectory(prefix="dynaeval-predictions-") as folder:
         result = run_evaluation(

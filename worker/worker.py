@@ -23,6 +23,7 @@ from pathlib import Path
 
 from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
+from configs.vocabulary.capabilities import Capabilities
 from configs.vocabulary.clock import Clock
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.jobs import DEFAULT_RETRY_POLICY, JobKind, JobStatus, RetryPolicy
@@ -96,6 +97,7 @@ class Worker:
         pause: Callable[[float], object] | None = None,
         sealer: Sealer | None = None,
         hold_result_s: float = HOLD_RESULT_S,
+        capabilities: Capabilities | None = None,
     ) -> None:
         """``grace_s``: how long (by ``clock``) a running job may go on after ``stop()``;
         ``reap_every``: heartbeats between checks for other workers' expired leases (at most
@@ -103,7 +105,9 @@ class Worker:
         store is unreachable; ``pause``: waits between attempts to record an outcome (tests
         pass one that advances a ManualClock); ``sealer``: opens webhook secrets (a service
         hands its own; the default's key is this worker's alone); ``hold_result_s``: how long
-        a finished result is kept through a store outage (past the lease)."""
+        a finished result is kept through a store outage (past the lease); ``capabilities``:
+        what this worker offers (worker.capabilities.detect), so it claims the jobs whose
+        requirements it meets (None: only the jobs that need nothing)."""
         self.store = store
         # The store's clock unless told otherwise: retry times and leases must agree.
         self.clock = clock or store.clock
@@ -114,6 +118,7 @@ class Worker:
         self.lease_s, self.heartbeat_s, self.grace_s = lease_s, heartbeat_s, grace_s
         self.poll_s, self.max_poll_s = poll_s, max_poll_s
         self.hold_result_s = hold_result_s
+        self.capabilities = capabilities
         self.reap_every, self.reap_limit = max(1, reap_every), reap_limit
         self.config_dir = config_dir
         self.runtime_factory: RuntimeFactory = runtime_factory or default_factory
@@ -231,7 +236,12 @@ class Worker:
         self._settle_predecessor()
         stalled = self.store.requeue_stalled(self.retry_policy, limit=self.reap_limit)
         self._note_recovered(stalled, "its lease expired")
-        return self.store.claim(self.worker_id, self.lease_s, domain=self.domain or None)
+        return self.store.claim(
+            self.worker_id,
+            self.lease_s,
+            domain=self.domain or None,
+            capabilities=self.capabilities,
+        )
 
     def _settle_predecessor(self) -> None:
         """Requeue what a dead predecessor (same id, same lock domain: the lock proves it

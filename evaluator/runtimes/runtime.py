@@ -80,6 +80,12 @@ class Runtime(abc.ABC):
         """(failure code value, sentence) explaining why the model died, if it did."""
         return None
 
+    def grant_gpus(self, count: int) -> None:
+        """Pass ``count`` GPUs to the model when it starts (a job whose submission requires
+        them). A process or URL model sees the host's devices as they are: nothing to do;
+        a container runtime passes them in."""
+        return None
+
     def sample_resources(self) -> ResourceSample | None:
         """Current memory use of the model, or None where it cannot be measured."""
         return None

@@ -207,8 +207,9 @@ def test_submission_body_is_documented_in_both_content_types(spec: dict[str, Any
     assert {"name", "runtime"} <= set(as_json["required"])
     runtime = resolve(spec, as_json["properties"]["runtime"])
     assert runtime["properties"]["kind"]["enum"] == ["docker", "process", "url"]
+    assert "requirements" in as_json["properties"]
     form = resolve(spec, content["multipart/form-data"]["schema"])
-    assert set(form["properties"]) == {"name", "protocol", "publish", "image"}
+    assert set(form["properties"]) == {"name", "protocol", "publish", "requirements", "image"}
     assert form["properties"]["image"] == {
         **form["properties"]["image"],
         "type": "string",

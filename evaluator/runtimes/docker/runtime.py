@@ -31,7 +31,7 @@ from typing import Any
 import docker
 from docker.errors import APIError, DockerException, NotFound
 from docker.models.networks import Network
-from docker.types import Ulimit
+from docker.types import DeviceRequest, Ulimit
 
 from configs.schema import Limits
 from configs.vocabulary.failures import FailureCode
@@ -116,6 +116,7 @@ class DockerRuntime(Runtime):
         self.remove_image_on_stop = remove_image_on_stop
         self.own_tags = tuple(own_tags)
         self.image_removed: bool | None = None  # set by stop() when removal was asked for
+        self.gpus = 0  # GPUs passed in as a device request (grant_gpus)
         self.host_cpus = frozenset(host_cpus if host_cpus is not None else _own_cpus())
         self.cpu_split = split_cpus(self.host_cpus, limits.cpus)
 
@@ -210,7 +211,15 @@ class DockerRuntime(Runtime):
                 "type": "json-file",
                 "config": {"max-size": str(log_size), "max-file": "2"},
             },
+            **(
+                {"device_requests": [DeviceRequest(count=self.gpus, capabilities=[["gpu"]])]}
+                if self.gpus
+                else {}
+            ),
         }
+
+    def grant_gpus(self, count: int) -> None:
+        self.gpus = max(0, count)
 
     def _start_keepalive(self, guard_id: str) -> None:
         """Ping the guard while this runtime runs: if this process dies, the pings stop and

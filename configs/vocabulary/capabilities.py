@@ -1,0 +1,131 @@
+"""What a worker can run and what a submission needs of it.
+
+A worker advertises its ``Capabilities`` (CPUs, memory, GPUs and their model, labels an
+operator gives it); a submission may state ``Requirements``; only a worker that meets them
+claims the submission's jobs (store.claims). Pure: detecting a machine's capabilities is
+the worker's (worker/capabilities.py)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+LABEL = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+MAX_LABELS = 16
+KEYS = ("gpus", "cpus", "memory_gib", "gpu_model", "labels")
+
+
+class BadRequirements(ValueError):
+    """Requirements that cannot be used (the sentence says why)."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What one worker offers its jobs."""
+
+    cpus: int
+    memory_gib: float
+    gpus: int = 0
+    gpu_model: str | None = None
+    labels: frozenset[str] = field(default_factory=frozenset)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cpus": self.cpus,
+            "memory_gib": round(self.memory_gib, 2),
+            "gpus": self.gpus,
+            "gpu_model": self.gpu_model,
+            "labels": sorted(self.labels),
+        }
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What a submission needs; the defaults need nothing."""
+
+    gpus: int = 0
+    cpus: int | None = None
+    memory_gib: float | None = None
+    gpu_model: str | None = None  # matched case-insensitively within the worker's
+    labels: frozenset[str] = field(default_factory=frozenset)
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any] | None) -> Requirements:
+        """From a request's or a stored mapping; BadRequirements names what is wrong."""
+        if raw is None:
+            return cls()
+        if not isinstance(raw, Mapping):
+            raise BadRequirements("requirements must be an object")
+        unknown = sorted(set(raw) - set(KEYS))
+        if unknown:
+            raise BadRequirements(f"unknown requirement {unknown[0]!r} (known: {', '.join(KEYS)})")
+        return cls(
+            gpus=_whole(raw.get("gpus", 0), "gpus", 0, 16),
+            cpus=None if raw.get("cpus") is None else _whole(raw["cpus"], "cpus", 1, 1024),
+            memory_gib=_memory(raw.get("memory_gib")),
+            gpu_model=_gpu_model(raw.get("gpu_model")),
+            labels=_labels(raw.get("labels", [])),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The set fields only (an empty mapping needs nothing)."""
+        out: dict[str, Any] = {}
+        if self.gpus:
+            out["gpus"] = self.gpus
+        if self.cpus is not None:
+            out["cpus"] = self.cpus
+        if self.memory_gib is not None:
+            out["memory_gib"] = self.memory_gib
+        if self.gpu_model is not None:
+            out["gpu_model"] = self.gpu_model
+        if self.labels:
+            out["labels"] = sorted(self.labels)
+        return out
+
+    def met_by(self, worker: Capabilities) -> bool:
+        """Whether ``worker`` may run a job with these requirements."""
+        return (
+            worker.gpus >= self.gpus
+            and (self.cpus is None or worker.cpus >= self.cpus)
+            and (self.memory_gib is None or worker.memory_gib >= self.memory_gib)
+            and (
+                self.gpu_model is None
+                or (worker.gpu_model or "").lower().find(self.gpu_model.lower()) >= 0
+            )
+            and self.labels <= worker.labels
+        )
+
+
+def _whole(value: Any, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise BadRequirements(f"{name} must be a whole number from {low} to {high}")
+    return int(value)
+
+
+def _memory(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 4096:
+        raise BadRequirements("memory_gib must be a number above 0 and at most 4096")
+    return float(value)
+
+
+def _gpu_model(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value.strip()) <= 64:
+        raise BadRequirements("gpu_model must be a text of 1 to 64 characters")
+    return value.strip()
+
+
+def _labels(value: Any) -> frozenset[str]:
+    if not isinstance(value, list) or len(value) > MAX_LABELS:
+        raise BadRequirements(f"labels must be a list of at most {MAX_LABELS}")
+    for label in value:
+        if not isinstance(label, str) or not LABEL.fullmatch(label):
+            raise BadRequirements(
+                f"a label is 1-63 of a-z 0-9 . _ -, starting with a letter or digit: {label!r}"
+            )
+    return frozenset(value)
