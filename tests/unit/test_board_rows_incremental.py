@@ -5,8 +5,10 @@ boards kept warm in the background are the ones a request then finds."""
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +89,43 @@ def test_boards_kept_warm_are_the_ones_requests_find(service: Service) -> None:
         stop.set()
         warmer.join(timeout=10)
     assert not warmer.is_alive()
+
+
+def test_only_boards_viewers_look_at_are_prepared_again_as_results_land(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from usecases.boards import cache
+
+    built: list[str] = []
+    real = cache.prepare_board
+
+    def counted(task: Any, *args: Any, **kwargs: Any) -> Any:
+        built.append(task.name)
+        return real(task, *args, **kwargs)
+
+    monkeypatch.setattr(cache, "prepare_board", counted)
+    scored(service, "m0", 50.0)
+    stop = threading.Event()
+    warmer = threading.Thread(target=keep_boards_warm, args=(service, stop, 0.01))
+    warmer.start()
+    try:
+        wait_for(lambda: set(built) >= set(service.tasks))  # every board once, at start
+        scored(service, "m1", 60.0)  # a result lands while nobody looks at the board
+        threading.Event().wait(0.3)  # ~30 of the warmer's rounds
+        assert Counter(built)[TASK] == 1
+        prepared(service, service.tasks[TASK])  # a viewer looks (and prepares it anew)
+        viewed = Counter(built)[TASK]
+        scored(service, "m2", 70.0)  # now a result lands on a board being looked at
+        wait_for(lambda: Counter(built)[TASK] > viewed)
+    finally:
+        stop.set()
+        warmer.join(timeout=10)
+
+
+def wait_for(condition: Any) -> None:
+    pause = threading.Event()
+    for _ in range(1000):  # bounded: 10 s at most
+        if condition():
+            return
+        pause.wait(0.01)
+    raise AssertionError("the warmer never got there")

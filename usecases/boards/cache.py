@@ -10,14 +10,15 @@ aggregate query plus ``PreparedBoard.render`` of one page.
 The rows are read incrementally: results are only ever added, so when a task gains some,
 only those stored since the newest one seen are read and merged (a model's newer result
 replaces its older one in place); a model's image going (the other change) reads them all
-again. ``keep_boards_warm`` (run by ``serve``) prepares every task's board at start and
-again whenever a result lands, so a viewer rarely waits for one.
+again. ``keep_boards_warm`` (run by ``serve``) prepares every task's board at start, and
+again as results land for the boards viewers are looking at, so a viewer rarely waits.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
@@ -33,6 +34,7 @@ from usecases.service import Service
 
 CACHED_BOARDS = 32  # tasks x round-weight variants x instance memories kept at once
 WARM_INTERVAL_S = 2.0  # how often keep_boards_warm looks for new results
+WARM_FOR_S = 600.0  # a board is kept prepared this long after its last viewer
 LOG = logging.getLogger(__name__)
 
 
@@ -82,12 +84,14 @@ class RowCache:
 
 
 class BoardCache:
-    """A small thread-safe LRU of prepared boards (the server answers from many threads)."""
+    """A small thread-safe LRU of prepared boards (the server answers from many threads),
+    and when each task's board was last asked for by a viewer."""
 
     def __init__(self, size: int = CACHED_BOARDS) -> None:
         self.size = size
         self._boards: OrderedDict[Hashable, PreparedBoard] = OrderedDict()
         self._lock = threading.Lock()
+        self.viewed: dict[str, float] = {}  # task -> time.monotonic() of its last viewer
 
     def get(self, key: Hashable, build: Callable[[], PreparedBoard]) -> PreparedBoard:
         """The board under ``key``, built (outside the lock) when absent."""
@@ -131,12 +135,17 @@ def prepared(
     task: TaskSpec,
     round_weights: Mapping[str, float] | None = None,
     instance_memory_gib: float | None = None,
+    *,
+    warming: bool = False,
 ) -> PreparedBoard:
     """``task``'s prepared board over its stored results under ``round_weights`` (the
-    task's own when None), from the cache while they hold."""
+    task's own when None), from the cache while they hold. ``warming``: asked for by
+    ``keep_boards_warm``, not by a viewer."""
     if round_weights is None:
         round_weights = default_round_weights(task)
     boards, rows = _caches_of(service)
+    if not warming:
+        boards.viewed[task.name] = time.monotonic()
     hashes = service.dataset_hashes(task.name)
     marks, current = rows.rows(service, task.name)
     key = (
@@ -159,14 +168,22 @@ def prepared(
 def keep_boards_warm(
     service: Service, stop: threading.Event, interval_s: float = WARM_INTERVAL_S
 ) -> None:
-    """Prepare every task's board (its own weights) now and whenever its results change,
-    until ``stop`` is set: the first viewer after a start or a new result finds it ready."""
+    """Prepare every task's board (its own weights) now, and again whenever its results
+    change while viewers look at it (asked for within ``WARM_FOR_S``), until ``stop`` is
+    set: the first viewer after a start or a new result finds it ready, and a board nobody
+    looks at costs nothing as results land."""
+    done: set[str] = set()
     while not stop.is_set():
+        viewed = cache_of(service).viewed
         for task in list(service.tasks.values()):
             if stop.is_set():
                 return
+            recent = time.monotonic() - viewed.get(task.name, -WARM_FOR_S) < WARM_FOR_S
+            if task.name in done and not recent:
+                continue
             try:
-                prepared(service, task)
+                prepared(service, task, warming=True)
+                done.add(task.name)
             except Exception:  # a store outage or a closing service: try again later
                 LOG.debug("preparing %s's board failed; retrying", task.name, exc_info=True)
         stop.wait(interval_s)
