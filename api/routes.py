@@ -316,6 +316,8 @@ def _requirements(raw: Any) -> Requirements | None:
         return Requirements.parse(json.loads(raw) if isinstance(raw, str) else raw)
     except (BadRequirements, ValueError) as exc:
         raise ApiError(422, "invalid_requirements", f"requirements: {exc}") from None
+    except RecursionError:  # JSON text nested a thousand deep
+        raise ApiError(422, "invalid_requirements", "requirements: nested too deeply") from None
 
 
 def _upload_submission(task: TaskSpec, admit: Admission, key: str | None = None) -> Submitted:

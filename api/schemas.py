@@ -81,7 +81,7 @@ class SubmitJsonSchema(Schema):
     name = fields.String(required=True, validate=NAME)
     runtime = fields.Nested(RuntimeSchema, required=True)
     publish = _publish_field()
-    requirements = fields.Dict(metadata={"description": REQUIREMENTS_DESCRIPTION})
+    requirements = fields.Dict(allow_none=True, metadata={"description": REQUIREMENTS_DESCRIPTION})
 
 
 class SubmitFormSchema(Schema):

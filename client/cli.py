@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -222,13 +223,14 @@ def _requirement(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     if not sep or not value:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, not {text!r}")
-    try:
-        if key in ("gpus", "cpus"):
-            return key, int(value)
-        if key == "memory_gib":
-            return key, float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{key} takes a number, not {value!r}") from None
+    if key in ("gpus", "cpus"):
+        if not (value.isascii() and value.isdigit()):
+            raise argparse.ArgumentTypeError(f"{key} takes a whole number, not {value!r}")
+        return key, int(value)
+    if key == "memory_gib":
+        if not re.fullmatch(r"[0-9]+(\.[0-9]+)?", value):
+            raise argparse.ArgumentTypeError(f"{key} takes a number like 8 or 0.5, not {value!r}")
+        return key, float(value)
     if key == "labels":
         return key, [label for label in value.split(",") if label]
     if key == "gpu_model":

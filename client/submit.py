@@ -439,6 +439,14 @@ def _timeout_message(args: argparse.Namespace, exc: WaitTimeout) -> str:
 
 
 def requirements_of(args: argparse.Namespace) -> dict[str, Any] | None:
-    """``--require`` pairs as one requirements object (None when none was given)."""
-    pairs = getattr(args, "require", None) or []
-    return dict(pairs) or None
+    """``--require`` pairs as one requirements object (None when none was given); labels
+    given twice add up, any other key given twice is a usage error."""
+    found: dict[str, Any] = {}
+    for key, value in getattr(args, "require", None) or []:
+        if key == "labels":
+            found["labels"] = [*found.get("labels", []), *value]
+        elif key in found:
+            raise CliError(f"--require {key}= is given twice")
+        else:
+            found[key] = value
+    return found or None

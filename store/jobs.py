@@ -430,8 +430,9 @@ def _candidate(
 ) -> str | None:
     """The id of the job to run next at ``now``, if any, in claim order (store.claims),
     among those whose requirements ``capabilities`` meet: GPUs are filtered in SQL, the rest
-    among the first ``CANDIDATES``; when none of those fits, the first job that needs
-    nothing (so jobs needing labels this worker lacks never hold back the others)."""
+    among the first ``CANDIDATES`` (locked on PostgreSQL, so claimers skip each other's);
+    when none of those fits, among the rest of the queue, so jobs this worker cannot run
+    never hold back those it can."""
     joined, keys = claim_order(now)
     gpus = capabilities.gpus if capabilities is not None else 0
     query = (
@@ -449,13 +450,19 @@ def _candidate(
     def locked(select_: Any) -> Any:  # PostgreSQL: concurrent claimers skip each other's
         return select_.with_for_update(skip_locked=True, of=JobRow) if postgres else select_
 
-    for job_id, needs in session.execute(locked(query.limit(CANDIDATES))):
-        if needs is None or (
+    def meets(needs: object) -> bool:
+        return needs is None or (
             capabilities is not None
             and isinstance(needs, dict)
             and Requirements.parse(needs).met_by(capabilities)
-        ):
+        )
+
+    for job_id, needs in session.execute(locked(query.limit(CANDIDATES))):
+        if meets(needs):
             return str(job_id)
-    plain = query.where(ModelRow.requirements.is_(None)).limit(1)
-    row = session.execute(locked(plain)).first()
-    return str(row[0]) if row else None
+    # Rare: the head of the queue is jobs this worker cannot run. Look through all of it
+    # (unlocked: the claim's conditional update settles a race for the job found).
+    for job_id, needs in session.execute(query.offset(CANDIDATES)):
+        if meets(needs):
+            return str(job_id)
+    return None

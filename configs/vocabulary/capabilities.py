@@ -58,16 +58,22 @@ class Requirements:
             return cls()
         if not isinstance(raw, Mapping):
             raise BadRequirements("requirements must be an object")
-        unknown = sorted(set(raw) - set(KEYS))
+        unknown = sorted(str(key) for key in set(raw) - set(KEYS))
         if unknown:
-            raise BadRequirements(f"unknown requirement {unknown[0]!r} (known: {', '.join(KEYS)})")
-        return cls(
-            gpus=_whole(raw.get("gpus", 0), "gpus", 0, 16),
-            cpus=None if raw.get("cpus") is None else _whole(raw["cpus"], "cpus", 1, 1024),
-            memory_gib=_memory(raw.get("memory_gib")),
-            gpu_model=_gpu_model(raw.get("gpu_model")),
-            labels=_labels(raw.get("labels", [])),
+            raise BadRequirements(
+                f"unknown requirement {unknown[0][:40]!r} (known: {', '.join(KEYS)})"
+            )
+        given = {key: value for key, value in raw.items() if value is not None}  # null: unset
+        parsed = cls(
+            gpus=_whole(given.get("gpus", 0), "gpus", 0, 16),
+            cpus=None if "cpus" not in given else _whole(given["cpus"], "cpus", 1, 1024),
+            memory_gib=_memory(given.get("memory_gib")),
+            gpu_model=_gpu_model(given.get("gpu_model")),
+            labels=_labels(given.get("labels", [])),
         )
+        if parsed.gpu_model is not None and not parsed.gpus:
+            raise BadRequirements("gpu_model needs gpus of at least 1")
+        return parsed
 
     def to_dict(self) -> dict[str, Any]:
         """The set fields only (an empty mapping needs nothing)."""
@@ -90,12 +96,14 @@ class Requirements:
             worker.gpus >= self.gpus
             and (self.cpus is None or worker.cpus >= self.cpus)
             and (self.memory_gib is None or worker.memory_gib >= self.memory_gib)
-            and (
-                self.gpu_model is None
-                or (worker.gpu_model or "").lower().find(self.gpu_model.lower()) >= 0
-            )
+            and (self.gpu_model is None or _words(self.gpu_model) <= _words(worker.gpu_model))
             and self.labels <= worker.labels
         )
+
+
+def _words(name: str | None) -> set[str]:
+    """A GPU model's name as words: "A100" is in "NVIDIA A100-SXM4-40GB", not in "RTX A1000"."""
+    return set(re.findall(r"[a-z0-9]+", (name or "").lower()))
 
 
 def _whole(value: Any, name: str, low: int, high: int) -> int:
@@ -107,16 +115,18 @@ def _whole(value: Any, name: str, low: int, high: int) -> int:
 def _memory(value: Any) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 4096:
-        raise BadRequirements("memory_gib must be a number above 0 and at most 4096")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.001 <= value <= 4096:
+        raise BadRequirements("memory_gib must be a number from 0.001 to 4096")
     return float(value)
 
 
 def _gpu_model(value: Any) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not 0 < len(value.strip()) <= 64:
-        raise BadRequirements("gpu_model must be a text of 1 to 64 characters")
+    if not isinstance(value, str) or not 0 < len(value.strip()) <= 64 or not value.isprintable():
+        raise BadRequirements("gpu_model must be a printable text of 1 to 64 characters")
+    if not _words(value):
+        raise BadRequirements("gpu_model must name the model in letters or digits")
     return value.strip()
 
 

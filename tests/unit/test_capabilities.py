@@ -4,6 +4,7 @@ GPUs a container is given, and NVML read through recorded answers (no GPU here).
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -33,6 +34,7 @@ GPU_BOX = Capabilities(
         ({"gpus": 2, "gpu_model": " a100 ", "labels": ["eu"]},
          Requirements(gpus=2, gpu_model="a100", labels=frozenset({"eu"}))),
         ({"cpus": 8, "memory_gib": 64}, Requirements(cpus=8, memory_gib=64.0)),
+        ({"gpus": None, "cpus": None, "labels": None, "gpu_model": None}, Requirements()),
     ],
 )  # fmt: skip
 def test_requirements_parse(raw: Any, expected: Requirements) -> None:
@@ -50,6 +52,11 @@ def test_requirements_parse(raw: Any, expected: Requirements) -> None:
         ({"gpus": 1.5}, "gpus must be"),
         ({"gpus": True}, "gpus must be"),
         ({"gpus": 17}, "gpus must be"),
+        ({"gpu_model": "A100"}, "gpu_model needs gpus"),
+        ({"gpu_model": "A100\n", "gpus": 1}, "printable"),
+        ({"gpu_model": "---", "gpus": 1}, "letters or digits"),
+        ({"memory_gib": 5e-324}, "memory_gib must be"),
+        ({"x" * 10_000: 1}, "unknown requirement 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'"),
         ({"cpus": 0}, "cpus must be"),
         ({"memory_gib": 0}, "memory_gib must be"),
         ({"memory_gib": "8"}, "memory_gib must be"),
@@ -75,6 +82,8 @@ def test_bad_requirements_say_why(raw: Any, words: str) -> None:
         ({"labels": ["cpu"]}, True, False),
         ({"labels": ["gpu", "eu"]}, False, True),
         ({"gpu_model": "a100", "gpus": 1}, False, True),
+        ({"gpu_model": "A100-SXM4", "gpus": 1}, False, True),
+        ({"gpu_model": "a10", "gpus": 1}, False, False),  # a word, not a part of one
         ({"gpu_model": "h100", "gpus": 1}, False, False),
         ({"cpus": 4}, False, True),
         ({"memory_gib": 24}, True, True),
@@ -128,8 +137,11 @@ def test_jobs_a_worker_cannot_run_never_hold_back_those_it_can(store: JobStore) 
     for i in range(40):
         submit(store, f"eu-{i}", {"labels": ["eu"]})
     plain = submit(store, "plain")
+    cpu_labelled = submit(store, "cpu-labelled", {"labels": ["cpu"]})
     taken = store.claim("cpu-box", 600, capabilities=CPU_BOX)
     assert taken is not None and taken.id == plain
+    taken = store.claim("cpu-box", 600, capabilities=CPU_BOX)  # labelled, behind 40 others
+    assert taken is not None and taken.id == cpu_labelled
 
 
 def test_the_claimed_job_carries_its_requirements(store: JobStore) -> None:
@@ -217,6 +229,13 @@ def test_a_submission_states_its_requirements_through_the_api(tmp_path: Any) -> 
         assert shown["requirements"] == {"gpus": 1, "labels": ["eu"]}
         plain = client.post(url, json={"name": "p", "runtime": DOCKER}).get_json()
         assert client.get(f"/api/v1/submissions/{plain['id']}").get_json()["requirements"] == {}
+        nested = "{" + '"labels":' + "[" * 1000 + "]" * 1000 + "}"
+        deep = client.post(
+            url,
+            data={"name": "d", "requirements": nested, "image": (io.BytesIO(b"x"), "m.tar")},
+            content_type="multipart/form-data",
+        )
+        assert_error(deep, 422, "invalid_requirements")
         for bad in ({"gpus": "one"}, {"colour": "red"}, ["gpus"], {"labels": ["A B"]}):
             refused = client.post(url, json={"name": "b", "runtime": DOCKER, "requirements": bad})
             error = assert_error(
@@ -258,13 +277,26 @@ def test_the_cli_submits_requirements_and_refuses_bad_ones(
         assert made["requirements"] == {"gpus": 1, "gpu_model": "A100", "labels": ["eu", "fast"]}
     finally:
         service.close()
-    for bad, words in (("gpus=one", "takes a number"), ("colour=red", "unknown requirement"),
-                       ("gpus", "KEY=VALUE")):  # fmt: skip
+    for bad, words in (("gpus=one", "whole number"), ("colour=red", "unknown requirement"),
+                       ("gpus", "KEY=VALUE"), ("gpus=\uff11", "whole number"),
+                       ("cpus=1_0", "whole number"), ("memory_gib=nan", "a number like"),
+                       ("memory_gib=inf", "a number like")):  # fmt: skip
         with pytest.raises(SystemExit):
             main([*argv, "--require", bad])
         assert words in capsys.readouterr().err
     assert main([*argv, "--require", "gpus=99"]) != 0
     assert "gpus must be a whole number" in capsys.readouterr().err
+    assert main([*argv, "--require", "gpus=1", "--require", "gpus=2"]) != 0
+    assert "given twice" in capsys.readouterr().err
+    both = ["--require", "labels=eu", "--require", "labels=us", "--name", "two"]
+    assert main([*argv[:-2], *both]) == 0
+    capsys.readouterr()
+    service = Service.open(data)
+    try:
+        labels = {s["name"]: s["requirements"].get("labels") for s in service.queries.submissions()}
+        assert labels["two"] == ["eu", "us"]
+    finally:
+        service.close()
 
 
 def test_labelled_workers_route_the_queue_between_them(
