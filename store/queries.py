@@ -215,16 +215,6 @@ class Queries:
         with self.db.session() as session:
             return {str(task): moment for task, moment in session.execute(query)}
 
-    def busy_jobs(self) -> dict[tuple[str, str], int]:
-        """(task, status) -> jobs queued or running, per task."""
-        query = (
-            select(JobRow.task, JobRow.status, func.count())
-            .where(JobRow.status.in_((JobStatus.QUEUED, JobStatus.RUNNING)))
-            .group_by(JobRow.task, JobRow.status)
-        )
-        with self.db.session() as session:
-            return {(str(t), str(status)): int(n) for t, status, n in session.execute(query)}
-
     def rescoring_candidates(self, task: str) -> list[tuple[str, dict[str, str]]]:
         """(model id, dataset hashes of its newest result) for every model on ``task`` that
         has a result and no job waiting or running."""

@@ -39,7 +39,6 @@ from api.ratelimit import login_limited
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
 from configs.vocabulary.images import data_uri
-from configs.vocabulary.jobs import JobStatus
 from dynascore.weights import Weights
 from store.rules.principals import ModelAccess
 from store.stats import TaskQueue, task_queues
@@ -165,11 +164,6 @@ def _last_updates() -> dict[str, str]:
     return {task: moment.strftime("%Y-%m-%d %H:%M UTC") for task, moment in found.items()}
 
 
-def _busy_jobs() -> dict[tuple[str, str], int]:
-    """(task, status) -> jobs, so the list shows models still waiting or being scored."""
-    return service().queries.busy_jobs()
-
-
 @pages.route("/static/pages/<path:filename>")
 def static(filename: str) -> Any:
     """The pages' scripts and style sheet (shipped in the package, never a CDN)."""
@@ -219,11 +213,8 @@ def board_page(
         "condition_groups": boards.condition_marks(board),  # marks only on mixed boards
         "page_rows": boards_page.PAGE_ROWS,  # a ?page= link's rows, for the script
     }
-    script = boards_page.PageData({**data.fields, **notes}, data.models_json)
-    busy = _busy_jobs()
-    pending = {
-        status: busy.get((task.name, status), 0) for status in (JobStatus.QUEUED, JobStatus.RUNNING)
-    }
+    fields = {**data.fields, **notes}
+    queue = task_queues(service().db, service().clock.now()).get(task.name, TaskQueue())
     rows = boards_page.RowPage.of(len(board["models"]), _page_number())
     return render_template(
         template,
@@ -231,13 +222,13 @@ def board_page(
         board=board,
         rows=rows,
         shown=board["models"][rows.start : rows.stop],
-        pending={"queued": pending[JobStatus.QUEUED], "running": pending[JobStatus.RUNNING]},
+        pending={"queued": queue.queued, "running": queue.running},
         # ranks two models share, counted once (a filter per row was quadratic in models)
         tied_ranks={
             rank for rank, n in Counter(m["rank"] for m in board["models"]).items() if n > 1
         },
-        data={**data.fields, **notes},
-        data_script=script_json(script.to_json()),
+        data=fields,
+        data_script=script_json(boards_page.PageData(fields, data.models_json).to_json()),
         openable=frozenset(data.fields["openable"]),
         error=error,
         shares=_shares(board, weights.to_dict()),
