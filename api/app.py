@@ -22,6 +22,7 @@ from api.rounds import blp as rounds_blp
 from api.routes import blp
 from api.schemas import ErrorSchema
 from api.task_creation import blp as task_creation_blp
+from api.uploads import blp as uploads_blp
 from api.validation import blp as validation_blp
 from api.views import blp as views_blp
 from api.views import view_pages
@@ -61,6 +62,7 @@ def create_app(service: Service, allowed_hosts: Iterable[str] | None = None) -> 
     api.register_blueprint(validation_blp)
     api.register_blueprint(freezing_blp)
     api.register_blueprint(adversary_blp)
+    api.register_blueprint(uploads_blp)
     api.register_blueprint(downloads)
     auth.document_rights(api.spec)
     app.register_blueprint(pages)

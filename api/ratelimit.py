@@ -122,25 +122,35 @@ def login_limited(func: F) -> F:
     return func
 
 
+def part_of_a_write(func: F) -> F:
+    """Mark a view that carries a part of one write already charged (a part of a resumable
+    upload, which its start paid for): a 2 GiB image is 128 parts, not 128 writes."""
+    func._dynaeval_rate = "parts"  # type: ignore[attr-defined]
+    return func
+
+
 def _limit_write() -> None:
     if request.endpoint is None or request.method in SAFE_METHODS:
         return
     limiter, address = _limiter(), f"addr:{request.remote_addr}"
-    if _is_login(request.endpoint):
+    kind = _rate_kind(request.endpoint)
+    if kind == "parts":
+        return
+    if kind == "logins":
         _charge(limiter.logins, address, "logins")
         return
     who = principal()
     _charge(limiter.writes, f"user:{who.user_id}" if who.user_id else address, "writes")
 
 
-def _is_login(endpoint: str) -> bool:
+def _rate_kind(endpoint: str) -> str | None:
     if endpoint in _limiter().login_endpoints:
-        return True
+        return "logins"
     view: Any = current_app.view_functions[endpoint]
     view_class = getattr(view, "view_class", None)
     if view_class is not None:  # a MethodView: the method's own handler carries the mark
         view = getattr(view_class, request.method.lower(), None)
-    return getattr(view, "_dynaeval_rate", None) == "logins"
+    return getattr(view, "_dynaeval_rate", None)
 
 
 def _charge(buckets: Buckets, key: str, what: str) -> None:

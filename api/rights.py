@@ -15,6 +15,7 @@ holding fewer scopes than it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -77,6 +78,10 @@ _TABLE: dict[tuple[str, str], Need] = {
     ("GET", "/api/v1/submissions"): READS,
     ("GET", f"{_TASK}/submissions"): READS,
     ("POST", f"{_TASK}/submissions"): WRITES,
+    ("POST", f"{_TASK}/uploads"): WRITES,
+    ("GET", "/api/v1/uploads/<upload_id>"): READS,
+    ("DELETE", "/api/v1/uploads/<upload_id>"): WRITES,
+    ("PUT", "/api/v1/uploads/<upload_id>/parts/<int:number>"): WRITES,
     ("GET", _MODEL): OPEN,
     ("GET", f"{_MODEL}/scores"): OPEN,
     ("GET", f"{_MODEL}/scores/download"): OPEN,
@@ -138,11 +143,18 @@ _TABLE: dict[tuple[str, str], Need] = {
     ("POST", "/tasks/<task_name>/rounds/<round_name>/collect"): WRITES,
 }
 RIGHTS = MappingProxyType(_TABLE)
+# The table by rules without their converters (``<int:n>`` as ``<n>``), as OpenAPI paths
+# name them.
+_CONVERTER = re.compile(r"<[^<>]*:(\w+)>")
+_PLAIN = {
+    (method, _CONVERTER.sub(r"<\1>", rule)): found for (method, rule), found in _TABLE.items()
+}
 
 
 def need(method: str, rule: str) -> Need | None:
     """What ``method`` on the URL rule ``rule`` needs; None for a route nobody declared."""
-    return RIGHTS.get(("GET" if method == "HEAD" else method, rule))
+    method = "GET" if method == "HEAD" else method
+    return RIGHTS.get((method, rule)) or _PLAIN.get((method, rule))
 
 
 def allows(who_scopes: frozenset[str], who_role: str | None, required: Need) -> bool:

@@ -43,6 +43,7 @@ from configs.schema import TaskSpec
 from configs.vocabulary.capabilities import BadRequirements, Requirements
 from configs.vocabulary.idempotency import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY
 from configs.vocabulary.refusals import Refused
+from evaluator.transport.dialects import DEFAULT_DIALECT
 from store.idempotency import DuplicateSubmission, KeyedSubmission, find_by_key
 from store.queries import CursorError
 from store.stats import TaskQueue, task_queues
@@ -60,6 +61,7 @@ from usecases.submissions import (
     submit_runtime,
     submit_upload,
 )
+from usecases.uploads import submit_uploaded
 
 MAX_JSON_BYTES = 64 * 1024
 
@@ -70,9 +72,11 @@ ERRORS = {
     401: "unauthenticated (no or unknown credentials), token_expired or token_revoked",
     403: "insufficient_scope, cross_site_refused, or runtime_not_allowed (local runtimes are "
     "off, or on for admins only)",
-    404: "unknown_task or unknown_submission (also for objects the caller may not see)",
+    404: "unknown_task, unknown_submission or unknown_upload (also for objects the caller may "
+    "not see)",
     409: "not_comparable or no_predictions: the two submissions cannot be compared (yet); "
-    "already_final: the submission's job has ended (nothing to cancel)",
+    "already_final: the submission's job has ended (nothing to cancel); upload_incomplete "
+    "(parts missing, listed), upload_submitted or upload_busy: the upload cannot be submitted",
     413: "image_too_large (an upload over the image limit, or a tarball that unpacks to more) "
     "or body_too_large (a JSON body over 64 KiB)",
     422: "invalid_submission, image_not_loadable or a query/form field out of range",
@@ -164,11 +168,13 @@ class Submissions(MethodView):
         return _submission_page(task_name, limit, cursor)
 
     @blp.response(201, SubmittedSchema)
-    @errors(400, 401, 403, 404, 413, 422, 429)
+    @errors(400, 401, 403, 404, 409, 413, 422, 429)
     @blp.doc(
         description="Submit a model: JSON {name, runtime: {kind: docker, image: <registry "
-        "reference>, protocol}} or multipart/form-data with an `image` file (a `docker save` "
-        "tarball), `name` and `protocol`.",
+        "reference>, protocol}}, JSON {name, upload: <a complete resumable upload's id>, "
+        "protocol} (for images of gigabytes: see /tasks/{task_name}/uploads), or "
+        "multipart/form-data with an `image` file (a `docker save` tarball), `name` and "
+        "`protocol`.",
         requestBody=SUBMIT_REQUEST_BODY,
         parameters=[
             {
@@ -284,6 +290,19 @@ def _submitted_body(
 def _json_submission(task: TaskSpec, admit: Admission, key: str | None = None) -> Submitted:
     """A JSON submission: a registry reference, or a local runtime where the server allows."""
     data = _load(SubmitJsonSchema(), _json_body())
+    if "upload" in data:
+        return submit_uploaded(
+            service(),
+            task,
+            principal(),
+            data["name"],
+            data["upload"],
+            protocol=data.get("protocol", DEFAULT_DIALECT),
+            admit=admit,
+            idempotency_key=key,
+            published=data.get("publish", task.publish_results),
+            requirements=_requirements(data.get("requirements")),
+        )
     runtime = data["runtime"]
     # A local runtime runs the submitter's command on the server: admins only, when allowed.
     local_ok = service().allow_local_runtimes and principal().is_admin

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from marshmallow import INCLUDE, Schema, ValidationError, fields, validate
+from marshmallow import INCLUDE, Schema, ValidationError, fields, validate, validates_schema
 
 from configs.vocabulary.axes import AXES
 from configs.vocabulary.names import MODEL_NAME_PATTERN, MODEL_NAME_RULE
@@ -79,9 +79,24 @@ REQUIREMENTS_DESCRIPTION = (
 
 class SubmitJsonSchema(Schema):
     name = fields.String(required=True, validate=NAME)
-    runtime = fields.Nested(RuntimeSchema, required=True)
+    runtime = fields.Nested(RuntimeSchema)  # or upload: exactly one of them
+    upload = fields.String(
+        validate=validate.Length(min=1, max=64),
+        metadata={"description": "a complete resumable upload of yours (or give `runtime`)"},
+    )
+    protocol = fields.String(
+        validate=PROTOCOL,
+        metadata={"description": "with `upload`: how the image speaks (default: dynaeval)"},
+    )
     publish = _publish_field()
     requirements = fields.Dict(allow_none=True, metadata={"description": REQUIREMENTS_DESCRIPTION})
+
+    @validates_schema
+    def _one_source(self, data: dict[str, Any], **_: Any) -> None:
+        if ("runtime" in data) == ("upload" in data):
+            raise ValidationError("give exactly one of runtime and upload", "runtime")
+        if "protocol" in data and "upload" not in data:
+            raise ValidationError("protocol goes with upload (a runtime names its own)", "protocol")
 
 
 class SubmitFormSchema(Schema):

@@ -287,6 +287,13 @@ def _submit(sub: Subparsers) -> None:
         "reused for this command's own retries after a timeout",
     )
     submit.add_argument(
+        "--upload-id",
+        metavar="ID",
+        help="with --server: finish the resumable upload ID that an interrupted submit "
+        "named, sending only the parts the server lacks (tarballs of 64 MiB or more go in "
+        "parts, with a progress bar on a terminal)",
+    )
+    submit.add_argument(
         "--wait",
         action="store_true",
         help="wait until the job is done or failed (locally, a `dynaeval worker` must run); "

@@ -14,20 +14,14 @@ from typing import Any
 import requests
 
 from client.credentials import token_for
+from client.errors import ApiClientError as ApiClientError  # raised by every call
+from client.uploads import RESUMABLE_FROM, Progress, send_upload
 from configs.vocabulary.idempotency import IDEMPOTENCY_HEADER
 from configs.vocabulary.scopes import DEFAULT_TOKEN_SCOPES
 from configs.vocabulary.webhooks import verify_signature as verify_signature  # for receivers
 from evaluator.transport.dialects import DEFAULT_DIALECT
 
 FINAL_STATUSES = ("done", "failed")
-
-
-class ApiClientError(RuntimeError):
-    """The server answered with an error (its code and sentence are kept)."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(f"{status} {code}: {message}")
-        self.status, self.code, self.message = status, code, message
 
 
 class WaitTimeout(TimeoutError):
@@ -136,18 +130,39 @@ class DynaevalClient:
         idempotency_key: str | None = None,
         publish: bool | None = None,
         requirements: dict[str, Any] | None = None,
+        resumable: bool | None = None,
+        upload_id: str | None = None,
+        progress: Progress | None = None,
     ) -> dict[str, Any]:
         """Upload a ``docker save`` tarball, idempotently (see :meth:`submit`, also for
-        ``requirements``). The wait for the answer grows with the file: the server checks
-        the whole tarball first."""
+        ``requirements``). One of 64 MiB or more (or with ``resumable=True``) goes as a
+        resumable upload: in parts, each checked and retried, with ``progress(sent, all)``
+        called as they arrive; ``upload_id`` resumes one a dead process left unfinished.
+        The wait for the answer grows with the file: the server checks the whole tarball."""
         key = idempotency_key or str(uuid.uuid4())
+        size = Path(tarball).stat().st_size
+        timeout = (CONNECT_TIMEOUT_S, self.timeout + size / SERVER_CHECK_BYTES_PER_S)
+        if resumable or upload_id or (resumable is None and size >= RESUMABLE_FROM):
+            sent = send_upload(self, task, tarball, upload_id=upload_id, progress=progress)
+            body: dict[str, Any] = {"name": name, "upload": sent, "protocol": protocol}
+            if publish is not None:
+                body["publish"] = publish
+            if requirements:
+                body["requirements"] = requirements
+            return self._submit_retried(
+                lambda: self._call(
+                    "POST",
+                    f"/tasks/{task}/submissions",
+                    json=body,
+                    headers={IDEMPOTENCY_HEADER: key},
+                    timeout=timeout,
+                )
+            )
         form = {"name": name, "protocol": protocol}
         if publish is not None:
             form["publish"] = "true" if publish else "false"
         if requirements:
             form["requirements"] = json.dumps(requirements)
-        size = Path(tarball).stat().st_size
-        timeout = (CONNECT_TIMEOUT_S, self.timeout + size / SERVER_CHECK_BYTES_PER_S)
 
         def upload() -> dict[str, Any]:
             with open(tarball, "rb") as handle:
@@ -161,6 +176,14 @@ class DynaevalClient:
                 )
 
         return self._submit_retried(upload)
+
+    def upload(self, upload_id: str) -> dict[str, Any]:
+        """Where a resumable upload of yours stands (its parts stored)."""
+        return self._call("GET", f"/uploads/{upload_id}")
+
+    def drop_upload(self, upload_id: str) -> None:
+        """Drop an unfinished resumable upload of yours."""
+        self._call("DELETE", f"/uploads/{upload_id}")
 
     def _submit_retried(self, send: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """``send`` again (same key) after a timeout or a lost connection; the answer says
@@ -433,12 +456,15 @@ class DynabenchClient:
         idempotency_key: str | None = None,
         publish: bool | None = None,
         requirements: dict[str, Any] | None = None,
+        progress: Progress | None = None,
+        upload_id: str | None = None,
     ) -> dict[str, Any]:
-        """Submit a ``docker save`` tarball (a multipart upload) or, when ``path`` is no
-        file, a registry reference; the description names the submission. Returns the
-        queued submission (its ``id`` is the model id). Retried on a timeout with one
-        idempotency key (a new UUID unless given): the server makes one submission.
-        ``requirements``: what the worker must have (``{"gpus": 1}``)."""
+        """Submit a ``docker save`` tarball (a multipart upload, or a resumable one from
+        64 MiB: see :meth:`DynaevalClient.submit_image` for ``progress`` and ``upload_id``)
+        or, when ``path`` is no file, a registry reference; the description names the
+        submission. Returns the queued submission (its ``id`` is the model id). Retried on
+        a timeout with one idempotency key (a new UUID unless given): the server makes one
+        submission. ``requirements``: what the worker must have (``{"gpus": 1}``)."""
         name = _submission_name(description)
         options: dict[str, Any] = {
             "idempotency_key": idempotency_key,
@@ -446,7 +472,9 @@ class DynabenchClient:
             "requirements": requirements,
         }
         if Path(path).is_file():
-            return self.api.submit_image(task, name, path, protocol, **options)
+            return self.api.submit_image(
+                task, name, path, protocol, progress=progress, upload_id=upload_id, **options
+            )
         runtime = {"kind": "docker", "image": str(path), "protocol": protocol}
         return self.api.submit(task, name, runtime, **options)
 

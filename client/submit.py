@@ -114,6 +114,8 @@ def _submit(args: argparse.Namespace) -> int:
     task = find_task(args.task)
     _check_name(args.name)
     thresholds = [t for group in args.fail_under or [] for t in group]
+    if getattr(args, "upload_id", None) and not args.server:
+        raise CliError("--upload-id resumes an upload to a server: give --server too")
     backend: Backend = Remote(args) if args.server else Local(task)
     try:
         if args.compare_to:
@@ -297,19 +299,34 @@ class Remote(Backend):
             raise CliError(f"cannot reach {self.server}: {exc}") from None
 
     def submit(self, args: argparse.Namespace) -> str:
+        from client.uploads import UploadInterrupted, UploadMismatch
+
         key = args.idempotency_key or str(uuid.uuid4())
+        bar = ProgressBar("uploading", enabled=progress_wanted(args.json))
         try:
-            created = self._call(
-                lambda: self.client.submit_model(
-                    args.model,
-                    args.task,
-                    args.name,
-                    protocol=args.protocol,
-                    idempotency_key=key,
-                    publish=args.publish,
-                    requirements=requirements_of(args),
+            with bar:
+                created = self._call(
+                    lambda: self.client.submit_model(
+                        args.model,
+                        args.task,
+                        args.name,
+                        protocol=args.protocol,
+                        idempotency_key=key,
+                        publish=args.publish,
+                        requirements=requirements_of(args),
+                        progress=lambda sent, size: bar.update(
+                            sent / size, f"{sent / 2**20:,.0f} of {size / 2**20:,.0f} MiB"
+                        ),
+                        upload_id=getattr(args, "upload_id", None),
+                    )
                 )
-            )
+        except UploadInterrupted as exc:
+            raise CliError(
+                f"{exc}\nResume it: the same command with --upload-id {exc.upload_id}"
+                f" --idempotency-key {key}"
+            ) from None
+        except UploadMismatch as exc:
+            raise CliError(str(exc)) from None
         except CliError as exc:  # say how to find out whether it landed, without a second one
             if not str(exc).startswith("cannot reach"):
                 raise

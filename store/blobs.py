@@ -11,8 +11,10 @@ import abc
 import io
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -20,6 +22,8 @@ from typing import BinaryIO
 from configs.settings import LocalLocation, Settings, load_settings, parse_store_url
 
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/]{0,511}$")
+_LOCAL_HANDLE = re.compile(r"^[0-9a-f]{32}$")
+COPY_BYTES = 1 << 20  # what one read of a stream takes: memory stays flat whatever the size
 
 
 class BlobNotFound(KeyError):
@@ -41,6 +45,22 @@ class PresignedUpload:
     expires_s: int = 3600
 
 
+@dataclass(frozen=True)
+class StoredPart:
+    """One part of a blob written in parts: its number (from 1) and its size in bytes."""
+
+    number: int
+    size: int
+
+
+class PartsNotFound(KeyError):
+    """No unfinished blob under that handle (finished, aborted or never started)."""
+
+
+class ShortPart(ValueError):
+    """A part's source ended before the size it was stored with."""
+
+
 def check_key(key: str) -> str:
     """Reject keys that could escape the store ('..', absolute paths, odd characters)."""
     if not _KEY.match(key) or ".." in key.split("/") or "//" in key:
@@ -52,6 +72,7 @@ class BlobStore(abc.ABC):
     """Interface every blob store implements."""
 
     presigned_uploads = False  # whether presigned_upload() works on this store
+    min_part_bytes = 1  # the smallest part put_part takes but a blob's last
 
     def presigned_upload(
         self, key: str, expires_s: int = 3600, max_bytes: int | None = None
@@ -89,6 +110,33 @@ class BlobStore(abc.ABC):
     @abc.abstractmethod
     def keys(self, prefix: str = "") -> Iterator[str]:
         """All keys starting with ``prefix``."""
+
+    # A blob written in parts: a resumable upload sends it a part at a time, over requests
+    # that may fail and be sent again; nothing is visible under the key until it is finished.
+    @abc.abstractmethod
+    def start_parts(self, key: str) -> str:
+        """Begin a blob written part by part under ``key``; returns the handle naming it."""
+
+    @abc.abstractmethod
+    def put_part(
+        self, key: str, handle: str, number: int, offset: int, source: BinaryIO, size: int
+    ) -> None:
+        """Store part ``number`` (from 1): ``size`` bytes read from ``source``, which are
+        the blob's bytes from ``offset``. Whole or not at all (ShortPart when the source
+        ends early); sending a part again replaces it."""
+
+    @abc.abstractmethod
+    def stored_parts(self, key: str, handle: str) -> list[StoredPart]:
+        """The parts stored so far, by number; PartsNotFound for an unknown handle."""
+
+    @abc.abstractmethod
+    def finish_parts(self, key: str, handle: str, count: int) -> int:
+        """Publish parts 1..``count`` as the blob under ``key`` (the handle ends); returns
+        its size. ``count`` must be what stored_parts gave: every part from 1 stored."""
+
+    @abc.abstractmethod
+    def abort_parts(self, key: str, handle: str) -> None:
+        """Drop an unfinished blob's parts (an unknown handle is fine: nothing to drop)."""
 
 
 class LocalBlobStore(BlobStore):
@@ -140,10 +188,87 @@ class LocalBlobStore(BlobStore):
 
     def keys(self, prefix: str = "") -> Iterator[str]:
         for path in sorted(self.root.rglob("*")):
-            if path.is_file() and not path.name.startswith(".tmp-"):
-                key = path.relative_to(self.root).as_posix()
-                if key.startswith(prefix):
-                    yield key
+            key = path.relative_to(self.root).as_posix()
+            # temporary files and unfinished parts (".parts/") are no blobs yet
+            hidden = key.startswith(".") or path.name.startswith(".tmp-")
+            if path.is_file() and not hidden and key.startswith(prefix):
+                yield key
+
+    # Parts are written in place into one file at their offsets, each marked done by a small
+    # file written after its bytes reached the disk: finishing renames the file, never copies.
+    def _parts_dir(self, handle: str) -> Path:
+        if not _LOCAL_HANDLE.match(handle):
+            raise PartsNotFound(handle)
+        return self.root / ".parts" / handle
+
+    def start_parts(self, key: str) -> str:
+        check_key(key)
+        handle = os.urandom(16).hex()
+        folder = self._parts_dir(handle)
+        folder.mkdir(parents=True)
+        (folder / "data").touch()
+        return handle
+
+    def put_part(
+        self, key: str, handle: str, number: int, offset: int, source: BinaryIO, size: int
+    ) -> None:
+        folder = self._existing_parts(handle)
+        done = folder / f"part-{number:05d}"
+        done.unlink(missing_ok=True)  # its bytes are about to change: not done until rewritten
+        with (folder / "data").open("r+b") as data:
+            data.seek(offset)
+            left = size
+            while left > 0 and (chunk := source.read(min(left, COPY_BYTES))):
+                data.write(chunk)
+                left -= len(chunk)
+            if left:
+                raise ShortPart(f"part {number} ended {left} bytes short of {size}")
+            data.flush()
+            os.fsync(data.fileno())
+        _write_atomically(done, str(size).encode())
+
+    def stored_parts(self, key: str, handle: str) -> list[StoredPart]:
+        folder = self._existing_parts(handle)
+        found = [
+            StoredPart(int(path.name.removeprefix("part-")), int(path.read_text()))
+            for path in folder.glob("part-*")
+        ]
+        return sorted(found, key=lambda part: part.number)
+
+    def finish_parts(self, key: str, handle: str, count: int) -> int:
+        parts = self.stored_parts(key, handle)
+        if [part.number for part in parts[:count]] != list(range(1, count + 1)):
+            raise ValueError(f"parts 1..{count} are not all stored")
+        size = sum(part.size for part in parts[:count])
+        folder = self._existing_parts(handle)
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with (folder / "data").open("r+b") as data:
+            data.truncate(size)
+        os.replace(folder / "data", path)
+        shutil.rmtree(folder, ignore_errors=True)
+        return size
+
+    def abort_parts(self, key: str, handle: str) -> None:
+        with suppress(PartsNotFound):
+            shutil.rmtree(self._parts_dir(handle), ignore_errors=True)
+
+    def _existing_parts(self, handle: str) -> Path:
+        folder = self._parts_dir(handle)
+        if not (folder / "data").is_file():
+            raise PartsNotFound(handle)
+        return folder
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as tmp:
+            tmp.write(data)
+        os.replace(name, path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
 
 
 def open_blob_store(

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Float,
     ForeignKey,
@@ -401,3 +402,22 @@ class WorkerPresenceRow(Base):
     worker_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     seen_at: Mapped[datetime]
     job_id: Mapped[str | None] = mapped_column(String(36))  # the job it holds, if any
+
+
+class UploadRow(Base):
+    """A resumable upload: an image sent in parts (held by the blob store under ``handle``
+    until finished at ``blob_key``); ``model_id`` once it was submitted."""
+
+    __tablename__ = "uploads"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    task: Mapped[str] = mapped_column(String(64))
+    owner_id: Mapped[str | None] = mapped_column(String(36), index=True)
+    filename: Mapped[str] = mapped_column(String(255))
+    size: Mapped[int] = mapped_column(BigInteger)
+    part_bytes: Mapped[int]
+    blob_key: Mapped[str] = mapped_column(String(512))
+    handle: Mapped[str] = mapped_column(String(1024))
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime] = mapped_column(index=True)
+    state: Mapped[str] = mapped_column(String(16))  # receiving, finishing or submitted
+    model_id: Mapped[str | None] = mapped_column(String(36))

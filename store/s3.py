@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
@@ -19,7 +20,15 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, ProfileNotFound
 
 from configs.settings import S3Options, SettingsError
-from store.blobs import BlobNotFound, BlobStore, PresignedUpload, check_key
+from store.blobs import (
+    BlobNotFound,
+    BlobStore,
+    PartsNotFound,
+    PresignedUpload,
+    ShortPart,
+    StoredPart,
+    check_key,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -32,8 +41,17 @@ DEFAULT_TRANSFER = TransferConfig(
     max_concurrency=4,
     max_io_queue=8,
 )
+# Downloads in ranges of 64 MiB: fewer requests (each costs a round trip, and S3-compatible
+# servers more), and memory still flat, since ranges are written through a small I/O queue.
+DOWNLOAD_TRANSFER = TransferConfig(
+    multipart_threshold=64 * MiB,
+    multipart_chunksize=64 * MiB,
+    max_concurrency=4,
+    max_io_queue=8,
+)
 MAX_PRESIGN_S = 7 * 24 * 3600  # SigV4 signatures are valid at most a week
 _MISSING = {"404", "NoSuchKey", "NotFound"}
+_NO_UPLOAD = {"404", "NoSuchUpload"}
 
 
 def make_client(options: S3Options) -> S3Client:
@@ -81,6 +99,7 @@ class S3BlobStore(BlobStore):
     """Blobs as objects under ``prefix`` in ``bucket``."""
 
     presigned_uploads = True
+    min_part_bytes = 5 * MiB  # S3 refuses smaller parts but the last
 
     def __init__(
         self,
@@ -151,7 +170,9 @@ class S3BlobStore(BlobStore):
         fd, name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as tmp:
-                self.client.download_fileobj(self.bucket, self._key(key), tmp, Config=self.transfer)
+                self.client.download_fileobj(
+                    self.bucket, self._key(key), tmp, Config=DOWNLOAD_TRANSFER
+                )
             os.replace(name, path)  # readers see a whole copy or none
         except ClientError as exc:
             Path(name).unlink(missing_ok=True)
@@ -175,6 +196,69 @@ class S3BlobStore(BlobStore):
                 if _valid(key):  # objects other tools put there are not ours to hand out
                     yield key
 
+    # Parts are S3's own multipart upload: the handle is its UploadId, each part one
+    # UploadPart (at least 5 MiB but the last, which the use case's part size sees to).
+    def start_parts(self, key: str) -> str:
+        reply = self.client.create_multipart_upload(Bucket=self.bucket, Key=self._key(key))
+        return reply["UploadId"]
+
+    def put_part(
+        self, key: str, handle: str, number: int, offset: int, source: BinaryIO, size: int
+    ) -> None:
+        with _exactly(source, size) as body, self._known_upload(handle):
+            self.client.upload_part(
+                Bucket=self.bucket,
+                Key=self._key(key),
+                UploadId=handle,
+                PartNumber=number,
+                Body=body,
+                ContentLength=size,
+            )
+
+    def stored_parts(self, key: str, handle: str) -> list[StoredPart]:
+        return [StoredPart(n, size) for n, size, _ in self._listed_parts(key, handle)]
+
+    def finish_parts(self, key: str, handle: str, count: int) -> int:
+        listed = self._listed_parts(key, handle)[:count]
+        if [n for n, _, _ in listed] != list(range(1, count + 1)):
+            raise ValueError(f"parts 1..{count} are not all stored")
+        with self._known_upload(handle):
+            self.client.complete_multipart_upload(
+                Bucket=self.bucket,
+                Key=self._key(key),
+                UploadId=handle,
+                MultipartUpload={"Parts": [{"PartNumber": n, "ETag": tag} for n, _, tag in listed]},
+            )
+        self._forget_cached(key)
+        return sum(size for _, size, _ in listed)
+
+    def abort_parts(self, key: str, handle: str) -> None:
+        with suppress(PartsNotFound), self._known_upload(handle):
+            self.client.abort_multipart_upload(
+                Bucket=self.bucket, Key=self._key(key), UploadId=handle
+            )
+
+    def _listed_parts(self, key: str, handle: str) -> list[tuple[int, int, str]]:
+        """(number, size, ETag) of every stored part, page by page."""
+        pages = self.client.get_paginator("list_parts").paginate(
+            Bucket=self.bucket, Key=self._key(key), UploadId=handle
+        )
+        with self._known_upload(handle):
+            return [
+                (part["PartNumber"], part["Size"], part["ETag"])
+                for page in pages
+                for part in page.get("Parts", [])
+            ]
+
+    @contextmanager
+    def _known_upload(self, handle: str) -> Iterator[None]:
+        try:
+            yield
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code")) in _NO_UPLOAD:
+                raise PartsNotFound(handle) from None
+            raise
+
     def presigned_upload(
         self, key: str, expires_s: int = 3600, max_bytes: int | None = None
     ) -> PresignedUpload:
@@ -190,6 +274,30 @@ class S3BlobStore(BlobStore):
             Bucket=self.bucket, Key=self._key(key), Conditions=conditions, ExpiresIn=expires_s
         )
         return PresignedUpload(post["url"], dict(post["fields"]), max_bytes, expires_s)
+
+
+@contextmanager
+def _exactly(source: BinaryIO, size: int) -> Iterator[IO[bytes]]:
+    """A seekable file holding ``size`` bytes of ``source`` from where it stands (botocore
+    seeks a body to sign and retry it): the source itself when it holds exactly that, else
+    a copy in a temporary file. ShortPart if it ends before."""
+    with suppress(OSError, ValueError, AttributeError):
+        start = source.tell()
+        exact = source.seek(0, os.SEEK_END) - start == size
+        source.seek(start)
+        if exact:
+            yield source
+            return
+    spool = tempfile.SpooledTemporaryFile(max_size=MiB)  # noqa: SIM115 (closed below)
+    left = size
+    while left > 0 and (chunk := source.read(min(left, MiB))):
+        spool.write(chunk)
+        left -= len(chunk)
+    with spool:
+        if left:
+            raise ShortPart(f"the part ended {left} bytes short of {size}")
+        spool.seek(0)
+        yield cast("IO[bytes]", spool)
 
 
 def _valid(key: str) -> bool:

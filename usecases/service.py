@@ -67,6 +67,7 @@ class Service:
     # writes per user and logins per client address (tests set small ones)
     rate_limits: RateLimits = RateLimits()
     max_dataset_bytes: int = 64 * 2**20  # a held-out set uploaded through the API
+    upload_part_bytes: int = 16 * 2**20  # a resumable upload's parts (S3: at least 5 MiB)
     _live: LivePool | None = None  # collection's running models, started on first use
     _reaper_stop: threading.Event = field(default_factory=threading.Event)
     # seals webhook secrets at rest (the settings' secret_key, else the data folder's own)

@@ -88,7 +88,7 @@ def submit_runtime(
         spec = _parsed(runtime)
         if isinstance(spec, UrlSpec):
             refuse_own_address(spec.url, own_addresses)
-        return _create(
+        return create_submission(
             service,
             task,
             name,
@@ -141,7 +141,7 @@ def submit_reference(
         spec = DockerSpec(source=DockerSource.REGISTRY, image=image, protocol=protocol)
     except ValueError as exc:
         raise SubmissionRefused(INVALID, str(exc)) from None
-    return _create(
+    return create_submission(
         service,
         task,
         name,
@@ -218,11 +218,11 @@ def submit_upload(
     """Submit a `docker save` tarball read from ``stream``: streamed to the blob store under
     the task's image limit, inspected there, then queued."""
     key = _store(service.blobs, stream, task.limits.max_image_bytes)
-    with _discarded_on_failure(service.blobs, key):
+    with discarded_on_failure(service.blobs, key):
         # refuse a corrupt or multi-image tarball now, not minutes later in a worker
-        image_id = _inspect(service.blobs.local_path(key), task.limits)
-        spec = _upload_spec(key, image_id, filename or "upload", protocol)
-        return _create(
+        image_id = inspect_image(service.blobs.local_path(key), task.limits)
+        spec = upload_spec(key, image_id, filename or "upload", protocol)
+        return create_submission(
             service,
             task,
             name,
@@ -248,12 +248,12 @@ def submit_file(
 ) -> Submitted:
     """Submit a `docker save` tarball on this machine (trusted local use): inspected where
     it lies, then copied into the blob store under a fresh key (never the file's name)."""
-    image_id = _inspect(path, task.limits)  # a broken file is refused before it is copied
+    image_id = inspect_image(path, task.limits)  # a broken file is refused before it is copied
     with path.open("rb") as handle:
         key = _store(service.blobs, handle, task.limits.max_image_bytes)
-    with _discarded_on_failure(service.blobs, key):
-        spec = _upload_spec(key, image_id, path.name, protocol)
-        return _create(
+    with discarded_on_failure(service.blobs, key):
+        spec = upload_spec(key, image_id, path.name, protocol)
+        return create_submission(
             service, task, name, spec, owner_id, published=published, requirements=requirements
         )
 
@@ -265,13 +265,13 @@ def _parsed(runtime: Mapping[str, Any]) -> RuntimeSpec:
         raise SubmissionRefused(INVALID, str(exc)) from None
 
 
-def _upload_spec(key: str, image_id: str, image: str, protocol: str) -> DockerSpec:
+def upload_spec(key: str, image_id: str, image: str, protocol: str) -> DockerSpec:
     return DockerSpec(
         source=DockerSource.UPLOAD, blob=key, protocol=protocol, image_id=image_id, image=image
     )
 
 
-def _create(
+def create_submission(
     service: Service,
     task: TaskSpec,
     name: str,
@@ -302,14 +302,14 @@ def _create(
 def _store(blobs: BlobStore, stream: IO[bytes], limit: int) -> str:
     """Stream an image into a fresh ``uploads/`` key; refuses an empty or oversized one."""
     key = f"uploads/{uuid.uuid4()}.tar"
-    with _discarded_on_failure(blobs, key):
+    with discarded_on_failure(blobs, key):
         capped = cast(BinaryIO, _Capped(stream, limit))  # put_file only calls read()
         if blobs.put_file(key, capped) == 0:
             raise SubmissionRefused(INVALID, "the uploaded image file is empty")
     return key
 
 
-def _inspect(path: Path, limits: Limits) -> str:
+def inspect_image(path: Path, limits: Limits) -> str:
     """The image ID of a tarball that holds exactly one loadable image within the limits."""
     try:
         image_id, _ = inspect_tarball(path, limits)
@@ -319,7 +319,7 @@ def _inspect(path: Path, limits: Limits) -> str:
 
 
 @contextmanager
-def _discarded_on_failure(blobs: BlobStore, key: str) -> Iterator[None]:
+def discarded_on_failure(blobs: BlobStore, key: str) -> Iterator[None]:
     """Delete ``key`` when the block fails in any way (a refusal, a database error, an
     interrupt): a blob is kept only with the submission that owns it."""
     try:

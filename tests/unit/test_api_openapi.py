@@ -20,7 +20,19 @@ ERRORS = {
     ("/api/v1/tasks/{task_name}/leaderboard", "get"): {"400", "404", "422"},
     ("/api/v1/tasks/{task_name}/quota", "get"): {"401", "403", "404"},
     (SUBMISSIONS, "get"): {"400", "401", "403", "404", "422"},
-    (SUBMISSIONS, "post"): {"400", "401", "403", "404", "413", "422", "429"},
+    (SUBMISSIONS, "post"): {"400", "401", "403", "404", "409", "413", "422", "429"},
+    ("/api/v1/tasks/{task_name}/uploads", "post"): {"401", "403", "404", "413", "422", "429"},
+    ("/api/v1/uploads/{upload_id}", "get"): {"401", "403", "404"},
+    ("/api/v1/uploads/{upload_id}", "delete"): {"401", "403", "404", "409", "429"},
+    ("/api/v1/uploads/{upload_id}/parts/{number}", "put"): {
+        "400",
+        "401",
+        "403",
+        "404",
+        "409",
+        "422",
+        "429",
+    },
     ("/api/v1/submissions/{model_id}", "get"): {"404"},
     ("/api/v1/submissions/{model_id}/scores", "get"): {"404"},
     ("/api/v1/submissions/{model_id}/compare/{other_id}", "get"): {"401", "403", "404", "409"},
@@ -204,7 +216,8 @@ def test_submission_body_is_documented_in_both_content_types(spec: dict[str, Any
     content = body["content"]
     assert set(content) == {"application/json", "multipart/form-data"}
     as_json = resolve(spec, content["application/json"]["schema"])
-    assert {"name", "runtime"} <= set(as_json["required"])
+    assert as_json["required"] == ["name"]  # and one of runtime and upload
+    assert {"runtime", "upload", "protocol"} <= set(as_json["properties"])
     runtime = resolve(spec, as_json["properties"]["runtime"])
     assert runtime["properties"]["kind"]["enum"] == ["docker", "process", "url"]
     assert "requirements" in as_json["properties"]

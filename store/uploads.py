@@ -1,0 +1,136 @@
+"""Resumable uploads' rows: who sends which image to which task, in parts of what size, and
+where it stands (receiving parts, finishing into a submission, submitted). The parts
+themselves are the blob store's; the rules of sending them are ``usecases.uploads``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from sqlalchemy import delete, func, select, update
+
+from store.db import Database
+from store.models import UploadRow
+
+
+class UploadState(StrEnum):
+    RECEIVING = "receiving"  # parts may be sent, again and in any order
+    FINISHING = "finishing"  # its parts are being joined, checked and submitted
+    SUBMITTED = "submitted"  # it became the submission ``model_id``
+
+
+@dataclass(frozen=True)
+class UploadRecord:
+    """One resumable upload as stored."""
+
+    id: str
+    task: str
+    owner_id: str | None
+    filename: str
+    size: int
+    part_bytes: int
+    blob_key: str
+    handle: str
+    created_at: datetime
+    expires_at: datetime
+    state: UploadState = UploadState.RECEIVING
+    model_id: str | None = None
+
+
+def _record(row: UploadRow) -> UploadRecord:
+    return UploadRecord(
+        row.id,
+        row.task,
+        row.owner_id,
+        row.filename,
+        row.size,
+        row.part_bytes,
+        row.blob_key,
+        row.handle,
+        row.created_at,
+        row.expires_at,
+        UploadState(row.state),
+        row.model_id,
+    )
+
+
+class Uploads:
+    """Upload rows over a Database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def add(self, record: UploadRecord) -> None:
+        with self.db.session() as session, session.begin():
+            session.add(
+                UploadRow(
+                    id=record.id,
+                    task=record.task,
+                    owner_id=record.owner_id,
+                    filename=record.filename,
+                    size=record.size,
+                    part_bytes=record.part_bytes,
+                    blob_key=record.blob_key,
+                    handle=record.handle,
+                    created_at=record.created_at,
+                    expires_at=record.expires_at,
+                    state=record.state.value,
+                    model_id=record.model_id,
+                )
+            )
+
+    def get(self, upload_id: str) -> UploadRecord | None:
+        with self.db.session() as session:
+            row = session.get(UploadRow, upload_id)
+            return None if row is None else _record(row)
+
+    def open_count(self, owner_id: str | None, now: datetime) -> int:
+        """Uploads of ``owner_id`` still receiving parts and not expired."""
+        owner = UploadRow.owner_id.is_(None) if owner_id is None else UploadRow.owner_id == owner_id
+        with self.db.session() as session:
+            query = select(func.count()).where(
+                owner,
+                UploadRow.state == UploadState.RECEIVING.value,
+                UploadRow.expires_at > now,
+            )
+            return int(session.scalar(query) or 0)
+
+    def touch(self, upload_id: str, expires_at: datetime) -> None:
+        """Keep a receiving upload for longer (a part arrived)."""
+        self._update(upload_id, UploadState.RECEIVING, expires_at=expires_at)
+
+    def move(
+        self,
+        upload_id: str,
+        was: UploadState,
+        to: UploadState,
+        model_id: str | None = None,
+    ) -> bool:
+        """Move an upload from state ``was`` to ``to``; False if it was not in ``was`` (a
+        concurrent request moved it first)."""
+        return self._update(upload_id, was, state=to.value, model_id=model_id)
+
+    def remove(self, upload_id: str) -> None:
+        with self.db.session() as session, session.begin():
+            session.execute(delete(UploadRow).where(UploadRow.id == upload_id))
+
+    def expired(self, now: datetime, limit: int = 50) -> list[UploadRecord]:
+        """Uploads past their time, oldest first."""
+        with self.db.session() as session:
+            rows = session.scalars(
+                select(UploadRow)
+                .where(UploadRow.expires_at <= now)
+                .order_by(UploadRow.expires_at)
+                .limit(limit)
+            )
+            return [_record(row) for row in rows]
+
+    def _update(self, upload_id: str, was: UploadState, **values: object) -> bool:
+        with self.db.session() as session, session.begin():
+            done = session.execute(
+                update(UploadRow)
+                .where(UploadRow.id == upload_id, UploadRow.state == was.value)
+                .values(**values)
+            )
+            return bool(done.rowcount)  # type: ignore[attr-defined]

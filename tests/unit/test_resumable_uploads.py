@@ -1,0 +1,286 @@
+"""Resumable uploads through the API on both blob stores (a folder, and S3 on moto's server
+at 127.0.0.1): parts in any order and sent again, checked against their digests, resumed
+after a dropped connection, submitted once (idempotently), refused whole when bad, kept
+from other users, and dropped when abandoned or left a day."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import io
+import json
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from api.app import create_app
+from configs.vocabulary.clock import ManualClock
+from store.blobs import LocalBlobStore
+from store.models import ModelRow
+from store.ratelimits import RateLimits
+from tests.unit.auth_helpers import issue_token, signed_in
+from tests.unit.test_blobs import leftovers, s3_store
+from usecases.service import Service
+from usecases.uploads import MAX_OPEN_UPLOADS
+
+MiB = 1 << 20
+TASK = "sentiment"
+
+
+def image_tar(layer_bytes: int) -> bytes:
+    """A `docker save` layout with one layer of ``layer_bytes`` (pseudo-random)."""
+    layer = hashlib.shake_256(b"layer").digest(layer_bytes)
+    config = f"{7:064x}.json"
+    members = {
+        config: b"{}",
+        "l/layer.tar": layer,
+        "manifest.json": json.dumps(
+            [{"Config": config, "RepoTags": ["m:1"], "Layers": ["l/layer.tar"]}]
+        ).encode(),
+    }
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@dataclasses.dataclass
+class World:
+    service: Service
+    clock: ManualClock
+    alice: FlaskClient
+    bob: FlaskClient
+    tarball: bytes
+
+    def parts(self, upload: dict[str, Any]) -> list[bytes]:
+        step = upload["part_bytes"]
+        return [self.tarball[i : i + step] for i in range(0, len(self.tarball), step)]
+
+
+@pytest.fixture(params=["local", "s3"])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
+    clock = ManualClock()
+    service = Service.open(tmp_path / "data", clock=clock)
+    service.rate_limits = RateLimits(writes=3)  # parts must not count as writes
+    if request.param == "s3":
+        service.blobs = s3_store(request.getfixturevalue("s3"), tmp_path)
+        service.upload_part_bytes = 5 * MiB
+        tarball = image_tar(11 * MiB)  # three parts of S3's 5 MiB
+    else:
+        service.upload_part_bytes = 4096
+        tarball = image_tar(20_000)  # six parts of 4 KiB
+    app = create_app(service)
+    alice = signed_in(app.test_client(), issue_token(service, "alice", "researcher"))
+    bob = signed_in(app.test_client(), issue_token(service, "bob", "researcher"))
+    yield World(service, clock, alice, bob, tarball)
+    service.close()
+
+
+def start(client: FlaskClient, size: int, task: str = TASK) -> Any:
+    return client.post(f"/api/v1/tasks/{task}/uploads", json={"size": size, "filename": "m.tar"})
+
+
+def digest(data: bytes) -> str:
+    return f"sha-256=:{base64.b64encode(hashlib.sha256(data).digest()).decode()}:"
+
+
+def put(client: FlaskClient, upload_id: str, number: int, data: bytes, **headers: str) -> Any:
+    return client.put(
+        f"/api/v1/uploads/{upload_id}/parts/{number}",
+        data=data,
+        content_type="application/octet-stream",
+        headers={"Content-Digest": digest(data), **headers},
+    )
+
+
+def submit(client: FlaskClient, upload_id: str, key: str | None = None, **extra: Any) -> Any:
+    headers = {"Idempotency-Key": key} if key else {}
+    body = {"name": "big", "upload": upload_id, "protocol": "v1", **extra}
+    return client.post(f"/api/v1/tasks/{TASK}/submissions", json=body, headers=headers)
+
+
+def models(service: Service) -> int:
+    with service.db.session() as session:
+        return session.query(ModelRow).count()
+
+
+def stored_image(service: Service, model_id: str) -> bytes:
+    with service.db.session() as session:
+        model = session.get(ModelRow, model_id)
+        assert model is not None
+        return service.blobs.get_bytes(model.runtime["blob"])
+
+
+def sent_whole(world: World) -> dict[str, Any]:
+    upload = start(world.alice, len(world.tarball)).get_json()
+    for number, data in reversed(list(enumerate(world.parts(upload), 1))):
+        assert put(world.alice, upload["id"], number, data).status_code == 200
+    return upload
+
+
+def test_parts_in_any_order_become_one_submission_of_the_same_bytes(world: World) -> None:
+    upload = start(world.alice, len(world.tarball))
+    assert upload.status_code == 201, upload.get_json()
+    body = upload.get_json()
+    parts = world.parts(body)
+    assert (
+        body["parts"] == len(parts) >= 3 and body["received"] == [] and body["state"] == "receiving"
+    )
+    for number in (3, 1, 2):
+        answer = put(world.alice, body["id"], number, parts[number - 1])
+        assert answer.get_json() == {
+            "number": number,
+            "size": len(parts[number - 1]),
+            "sha256": hashlib.sha256(parts[number - 1]).hexdigest(),
+        }
+    for number in range(4, len(parts) + 1):
+        put(world.alice, body["id"], number, parts[number - 1])
+    assert world.alice.get(body["url"]).get_json()["received"] == list(range(1, len(parts) + 1))
+    made = submit(world.alice, body["id"], key="k-1")
+    assert made.status_code == 201, made.get_json()
+    assert stored_image(world.service, made.get_json()["id"]) == world.tarball
+    state = world.alice.get(body["url"]).get_json()
+    assert state["state"] == "submitted" and state["submission"] == made.get_json()["id"]
+    # the same request again is the same submission; the upload cannot make a second one
+    replay = submit(world.alice, body["id"], key="k-1")
+    assert replay.status_code == 200 and replay.get_json()["id"] == made.get_json()["id"]
+    world.clock.advance(61)  # this world's rate limit is 3 writes a minute
+    again = submit(world.alice, body["id"], key="k-2")
+    assert again.status_code == 409 and again.get_json()["error"]["code"] == "upload_submitted"
+    assert models(world.service) == 1
+
+
+def test_a_part_sent_again_replaces_it_and_a_dropped_one_is_not_stored(world: World) -> None:
+    upload = start(world.alice, len(world.tarball)).get_json()
+    parts = world.parts(upload)
+    put(world.alice, upload["id"], 1, b"\0" * len(parts[0]))  # wrong bytes, right size
+    cut = world.alice.put(
+        f"/api/v1/uploads/{upload['id']}/parts/2",
+        input_stream=io.BytesIO(parts[1][:100]),  # the connection dies after 100 bytes
+        content_type="application/octet-stream",
+        environ_overrides={"CONTENT_LENGTH": str(len(parts[1]))},
+    )
+    assert cut.status_code in (400, 422)
+    assert "error" in cut.get_json()
+    assert world.alice.get(upload["url"]).get_json()["received"] == [1]
+    for number, data in enumerate(parts, 1):
+        put(world.alice, upload["id"], number, data)
+    made = submit(world.alice, upload["id"])
+    assert made.status_code == 201, made.get_json()
+    assert stored_image(world.service, made.get_json()["id"]) == world.tarball
+
+
+def test_a_part_that_differs_from_its_digest_is_refused_and_not_stored(world: World) -> None:
+    upload = start(world.alice, len(world.tarball)).get_json()
+    part = world.parts(upload)[0]
+    bad = put(world.alice, upload["id"], 1, part, **{"Content-Digest": digest(b"other")})
+    assert bad.status_code == 422 and bad.get_json()["error"]["code"] == "part_digest_mismatch"
+    garbled = put(world.alice, upload["id"], 1, part, **{"Content-Digest": "sha-256=:abc:"})
+    assert garbled.status_code == 400 and garbled.get_json()["error"]["code"] == "bad_digest"
+    assert world.alice.get(upload["url"]).get_json()["received"] == []
+
+
+@pytest.mark.parametrize(
+    ("number", "size_change", "status"),
+    [(0, 0, 422), (99, 0, 422), (1, -1, 422), (1, 1, 422)],
+)
+def test_parts_out_of_range_or_of_the_wrong_size_are_refused(
+    world: World, number: int, size_change: int, status: int
+) -> None:
+    upload = start(world.alice, len(world.tarball)).get_json()
+    data = world.parts(upload)[0]
+    data = data[:size_change] if size_change < 0 else data + b"x" * size_change
+    answer = put(world.alice, upload["id"], number, data)
+    assert answer.status_code == status and "error" in answer.get_json()
+    if status == 422:  # no such part of this upload
+        assert answer.get_json()["error"]["code"] == "invalid_part"
+    assert world.alice.get(upload["url"]).get_json()["received"] == []
+
+
+def test_an_incomplete_upload_is_not_submitted_nor_charged(world: World) -> None:
+    upload = start(world.alice, len(world.tarball)).get_json()
+    put(world.alice, upload["id"], 2, world.parts(upload)[1])
+    answer = submit(world.alice, upload["id"])
+    assert answer.status_code == 409
+    error = answer.get_json()["error"]
+    assert error["code"] == "upload_incomplete" and "lacks parts 1, 3" in error["message"]
+    assert models(world.service) == 0
+    quota = world.alice.get(f"/api/v1/tasks/{TASK}/quota").get_json()
+    assert quota["daily"]["used"] == 0 and quota["total"]["used"] == 0
+
+
+def test_a_broken_tarball_is_refused_and_leaves_nothing(world: World) -> None:
+    world.tarball = b"not a tarball " * (len(world.tarball) // 14)
+    upload = sent_whole(world)
+    answer = submit(world.alice, upload["id"])
+    assert answer.status_code == 422 and answer.get_json()["error"]["code"] == "image_not_loadable"
+    assert world.alice.get(upload["url"]).status_code == 404
+    assert leftovers(world.service.blobs) == [] or _only_datasets(world)
+    assert models(world.service) == 0
+
+
+def _only_datasets(world: World) -> bool:
+    """The local store also holds the tasks' datasets: no upload is among its files."""
+    store = world.service.blobs
+    assert isinstance(store, LocalBlobStore)
+    parts = store.root / ".parts"
+    return not list(store.keys("uploads/")) and (not parts.exists() or not any(parts.iterdir()))
+
+
+def test_other_users_see_no_upload_of_alices(world: World) -> None:
+    upload = start(world.alice, len(world.tarball)).get_json()
+    part = world.parts(upload)[0]
+    for answer in (
+        world.bob.get(upload["url"]),
+        put(world.bob, upload["id"], 1, part),
+        world.bob.delete(upload["url"]),
+        submit(world.bob, upload["id"]),
+    ):
+        assert answer.status_code == 404 and answer.get_json()["error"]["code"] == "unknown_upload"
+    assert world.alice.get(upload["url"]).get_json()["received"] == []
+
+
+def test_sizes_and_open_uploads_are_bounded(world: World) -> None:
+    limit = world.service.tasks[TASK].limits.max_image_bytes
+    too_big = start(world.alice, limit + 1)
+    assert too_big.status_code == 413 and too_big.get_json()["error"]["code"] == "image_too_large"
+    assert start(world.alice, 0).status_code == 422
+    assert start(world.alice, 10, task="no-such-task").status_code == 404
+    for _ in range(MAX_OPEN_UPLOADS):
+        world.clock.advance(61)  # rate-limit buckets refill
+        assert start(world.alice, 10).status_code == 201
+    crowded = start(world.alice, 10)
+    assert crowded.status_code == 429 and crowded.get_json()["error"]["code"] == "too_many_uploads"
+    assert start(world.bob, 10).status_code == 201  # another user's are their own
+
+
+def test_deleted_and_day_old_uploads_leave_no_parts(world: World) -> None:
+    dropped = start(world.alice, len(world.tarball)).get_json()
+    put(world.alice, dropped["id"], 1, world.parts(dropped)[0])
+    assert world.alice.delete(dropped["url"]).status_code == 200
+    assert world.alice.get(dropped["url"]).status_code == 404
+    left = start(world.alice, len(world.tarball)).get_json()
+    put(world.alice, left["id"], 1, world.parts(left)[0])
+    world.clock.advance(23 * 3600)
+    put(world.alice, left["id"], 2, world.parts(left)[1])  # a part keeps it another day
+    world.clock.advance(23 * 3600)
+    assert world.alice.get(left["url"]).status_code == 200
+    world.clock.advance(2 * 3600)
+    bobs = start(world.bob, 10).get_json()  # anyone's start sweeps what is past its time
+    assert world.alice.get(left["url"]).status_code == 404
+    assert world.bob.delete(bobs["url"]).status_code == 200
+    assert leftovers(world.service.blobs) == [] or _only_datasets(world)
+
+
+def test_parts_are_not_writes_for_the_rate_limit(world: World) -> None:
+    # writes=3 in this world: a start, every part and a submission pass
+    upload = sent_whole(world)
+    assert submit(world.alice, upload["id"]).status_code == 201

@@ -1,0 +1,310 @@
+"""Resumable uploads: a model image of many gigabytes sent in parts, then submitted.
+
+A researcher starts an upload (its size and file name), sends parts 1..n of ``part_bytes``
+each (the last one shorter) in any order and as often as a dropped connection needs, asks
+which parts arrived to resume, and submits the upload as a model. Each part is checked
+against its SHA-256 when the client gives one, held on disk while it arrives (memory stays
+flat) and stored in the blob store as a part (S3: a multipart upload). Submitting joins the
+parts, inspects the tarball from the blob store and makes the submission under the same
+idempotency and quota rules as a one-request upload; an upload becomes one submission only.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import tempfile
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import IO, BinaryIO, cast
+
+from configs.schema import TaskSpec
+from configs.vocabulary.capabilities import Requirements
+from configs.vocabulary.refusals import Refused
+from evaluator.transport.dialects import DEFAULT_DIALECT
+from store.blobs import PartsNotFound
+from store.rules.principals import Principal
+from store.uploads import UploadRecord, Uploads, UploadState
+from usecases.service import Service
+from usecases.submissions import (
+    Admission,
+    Submitted,
+    create_submission,
+    discarded_on_failure,
+    inspect_image,
+    upload_spec,
+)
+
+MiB = 1 << 20
+MAX_PARTS = 10_000  # S3's most parts in one object
+MAX_OPEN_UPLOADS = 3  # per submitter: each may hold up to the image limit on disk
+UPLOAD_TTL = timedelta(hours=24)  # an upload no part has reached for this long is dropped
+SWEEP_BATCH = 20
+SPOOL_IN_MEMORY = MiB  # a part's first MiB is held in memory, the rest in a temporary file
+
+
+@dataclass(frozen=True)
+class UploadStatus:
+    """Where an upload stands: which parts arrived, and what it became."""
+
+    record: UploadRecord
+    received: tuple[int, ...]  # part numbers stored, ascending
+    received_bytes: int
+
+    @property
+    def parts(self) -> int:
+        return part_count(self.record.size, self.record.part_bytes)
+
+    @property
+    def missing(self) -> tuple[int, ...]:
+        have = set(self.received)
+        return tuple(n for n in range(1, self.parts + 1) if n not in have)
+
+
+@dataclass(frozen=True)
+class ReceivedPart:
+    number: int
+    size: int
+    sha256: str  # hex
+
+
+def part_count(size: int, part_bytes: int) -> int:
+    return max(1, -(-size // part_bytes))
+
+
+def part_size(record: UploadRecord, number: int) -> int:
+    """How many bytes part ``number`` holds (the last one the rest)."""
+    last = part_count(record.size, record.part_bytes)
+    return record.part_bytes if number < last else record.size - (last - 1) * record.part_bytes
+
+
+def start_upload(
+    service: Service, task: TaskSpec, who: Principal, size: int, filename: str
+) -> UploadStatus:
+    """Begin an upload of ``size`` bytes to ``task``; refused when over the task's image
+    limit or when the submitter has ``MAX_OPEN_UPLOADS`` unfinished ones."""
+    limit = task.limits.max_image_bytes
+    if size > limit:
+        raise Refused("too_large", "image_too_large", f"the image exceeds {limit} bytes")
+    if size <= 0:
+        raise Refused("invalid", "invalid_upload", "size: an image has at least one byte")
+    part_bytes = max(service.upload_part_bytes, service.blobs.min_part_bytes, -(-size // MAX_PARTS))
+    sweep_expired(service)
+    uploads, now = Uploads(service.db), service.clock.now()
+    if uploads.open_count(who.user_id, now) >= MAX_OPEN_UPLOADS:
+        raise Refused(
+            "too_many",
+            "too_many_uploads",
+            f"you have {MAX_OPEN_UPLOADS} unfinished uploads: submit or delete one first",
+        )
+    upload_id = str(uuid.uuid4())
+    key = f"uploads/{upload_id}.tar"
+    handle = service.blobs.start_parts(key)
+    record = UploadRecord(
+        upload_id, task.name, who.user_id, filename, size, part_bytes, key, handle, now,
+        now + UPLOAD_TTL,
+    )  # fmt: skip
+    uploads.add(record)
+    return UploadStatus(record, (), 0)
+
+
+def upload_status(service: Service, who: Principal, upload_id: str) -> UploadStatus:
+    """An upload of the caller's (404 for anyone else's), with the parts it holds."""
+    record = _owned(service, who, upload_id)
+    if record.state is not UploadState.RECEIVING:
+        return UploadStatus(
+            record, tuple(range(1, part_count(record.size, record.part_bytes) + 1)), record.size
+        )
+    parts = _stored(service, record)
+    return UploadStatus(record, tuple(p.number for p in parts), sum(p.size for p in parts))
+
+
+def receive_part(
+    service: Service,
+    who: Principal,
+    upload_id: str,
+    number: int,
+    stream: IO[bytes],
+    length: int | None,
+    sha256: bytes | None = None,
+) -> ReceivedPart:
+    """Store part ``number`` of ``length`` bytes read from ``stream``; with ``sha256`` (the
+    digest the client computed) a part that differs is refused and not stored."""
+    record = _receiving(service, who, upload_id)
+    parts = part_count(record.size, record.part_bytes)
+    if not 1 <= number <= parts:
+        raise Refused("invalid", "invalid_part", f"part numbers of this upload are 1..{parts}")
+    expected = part_size(record, number)
+    if length is not None and length != expected:
+        raise Refused(
+            "invalid", "invalid_part", f"part {number} holds {expected} bytes, not {length}"
+        )
+    with tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY) as spool:
+        digest = _spool(stream, spool, expected, number)
+        if sha256 is not None and digest.digest() != sha256:
+            raise Refused(
+                "invalid",
+                "part_digest_mismatch",
+                f"part {number} arrived with SHA-256 {_b64(digest.digest())}, not the "
+                f"{_b64(sha256)} sent: it was not stored, send it again",
+            )
+        spool.seek(0)
+        offset = (number - 1) * record.part_bytes
+        try:
+            service.blobs.put_part(
+                record.blob_key, record.handle, number, offset, cast(BinaryIO, spool), expected
+            )
+        except PartsNotFound:
+            raise _unknown(upload_id) from None
+    Uploads(service.db).touch(upload_id, service.clock.now() + UPLOAD_TTL)
+    return ReceivedPart(number, expected, digest.hexdigest())
+
+
+def abandon_upload(service: Service, who: Principal, upload_id: str) -> UploadStatus:
+    """Drop an unfinished upload of the caller's and its parts; it as it was."""
+    status = upload_status(service, who, upload_id)
+    if status.record.state is not UploadState.RECEIVING:
+        _receiving(service, who, upload_id)  # says why not
+    if not Uploads(service.db).move(upload_id, UploadState.RECEIVING, UploadState.FINISHING):
+        raise _busy(upload_id)  # a submission took it meanwhile
+    _drop(service, status.record)
+    return status
+
+
+def submit_uploaded(
+    service: Service,
+    task: TaskSpec,
+    who: Principal,
+    name: str,
+    upload_id: str,
+    *,
+    protocol: str = DEFAULT_DIALECT,
+    admit: Admission,
+    idempotency_key: str | None = None,
+    published: bool = False,
+    requirements: Requirements | None = None,
+) -> Submitted:
+    """Join a complete upload's parts, inspect the tarball from the blob store and submit
+    it. Whatever refuses it once its parts are joined (the tarball, the quota) drops the
+    upload: the route checks the quota before, so only a race loses the bytes."""
+    record = _receiving(service, who, upload_id)
+    if record.task != task.name:
+        raise Refused(
+            "invalid", "invalid_upload", f"upload {upload_id} is for task {record.task!r}"
+        )
+    status = upload_status(service, who, upload_id)
+    if status.missing:
+        raise Refused(
+            "conflict",
+            "upload_incomplete",
+            f"upload {upload_id} lacks parts {_ranges(status.missing)} of {status.parts}",
+            details={"missing": list(status.missing)},
+        )
+    uploads = Uploads(service.db)
+    if not uploads.move(upload_id, UploadState.RECEIVING, UploadState.FINISHING):
+        raise _busy(upload_id)
+    try:
+        service.blobs.finish_parts(record.blob_key, record.handle, status.parts)
+    except BaseException:
+        uploads.move(upload_id, UploadState.FINISHING, UploadState.RECEIVING)
+        raise
+    with discarded_on_failure(service.blobs, record.blob_key):
+        try:
+            image_id = inspect_image(service.blobs.local_path(record.blob_key), task.limits)
+            spec = upload_spec(record.blob_key, image_id, record.filename, protocol)
+            submitted = create_submission(
+                service, task, name, spec, who.user_id, admit, idempotency_key,
+                published=published, requirements=requirements,
+            )  # fmt: skip
+        except BaseException:
+            uploads.remove(upload_id)  # its bytes are gone with the refused blob
+            raise
+    uploads.move(upload_id, UploadState.FINISHING, UploadState.SUBMITTED, submitted.model_id)
+    return submitted
+
+
+def sweep_expired(service: Service) -> int:
+    """Drop uploads no part reached for ``UPLOAD_TTL`` (and forget submitted ones then)."""
+    uploads = Uploads(service.db)
+    swept = uploads.expired(service.clock.now(), SWEEP_BATCH)
+    for record in swept:
+        if record.state is UploadState.SUBMITTED:
+            uploads.remove(record.id)  # the blob is its submission's now
+        elif uploads.move(record.id, record.state, UploadState.FINISHING):
+            _drop(service, record)
+    return len(swept)
+
+
+def _drop(service: Service, record: UploadRecord) -> None:
+    service.blobs.abort_parts(record.blob_key, record.handle)
+    if record.state is not UploadState.SUBMITTED:
+        service.blobs.delete(record.blob_key)  # a finish that never became a submission
+    Uploads(service.db).remove(record.id)
+
+
+def _owned(service: Service, who: Principal, upload_id: str) -> UploadRecord:
+    record = Uploads(service.db).get(upload_id)
+    if record is None or record.owner_id != who.user_id:
+        raise _unknown(upload_id)  # another's upload is not there for the caller
+    return record
+
+
+def _receiving(service: Service, who: Principal, upload_id: str) -> UploadRecord:
+    record = _owned(service, who, upload_id)
+    if record.state is UploadState.SUBMITTED:
+        raise Refused(
+            "conflict",
+            "upload_submitted",
+            f"upload {upload_id} was submitted as {record.model_id}",
+            details={"submission": record.model_id},
+        )
+    if record.state is UploadState.FINISHING:
+        raise _busy(upload_id)
+    return record
+
+
+def _stored(service: Service, record: UploadRecord) -> list[ReceivedPart]:
+    try:
+        parts = service.blobs.stored_parts(record.blob_key, record.handle)
+    except PartsNotFound:
+        raise _unknown(record.id) from None
+    return [
+        ReceivedPart(p.number, p.size, "") for p in parts if p.size == part_size(record, p.number)
+    ]
+
+
+def _spool(stream: IO[bytes], spool: IO[bytes], size: int, number: int) -> hashlib._Hash:
+    """Copy exactly ``size`` bytes into ``spool``, hashing them (ShortPart → refused)."""
+    digest, left = hashlib.sha256(), size
+    while left > 0 and (chunk := stream.read(min(left, MiB))):
+        digest.update(chunk)
+        spool.write(chunk)
+        left -= len(chunk)
+    if left or stream.read(1):
+        raise Refused("invalid", "invalid_part", f"part {number} must hold exactly {size} bytes")
+    return digest
+
+
+def _ranges(numbers: tuple[int, ...]) -> str:
+    """``(1, 2, 3, 7)`` → ``"1-3, 7"`` (at most ten runs named)."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and runs[-1][1] == n - 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    named = [f"{a}-{b}" if a != b else str(a) for a, b in runs[:10]]
+    return ", ".join(named) + (", …" if len(runs) > 10 else "")
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+def _unknown(upload_id: str) -> Refused:
+    return Refused("not_found", "unknown_upload", f"no upload {upload_id!r}")
+
+
+def _busy(upload_id: str) -> Refused:
+    return Refused("conflict", "upload_busy", f"upload {upload_id} is being submitted")
