@@ -161,11 +161,17 @@ class Submissions(MethodView):
     @ok(SubmissionListSchema)
     @errors(400, 401, 403, 404, 422)
     @blp.arguments(TaskSubmissionListQuerySchema, location="query", as_kwargs=True)
-    def get(self, task_name: str, limit: int = 100, cursor: str | None = None) -> dict[str, Any]:
+    def get(
+        self,
+        task_name: str,
+        limit: int = 100,
+        cursor: str | None = None,
+        include: str | None = None,
+    ) -> dict[str, Any]:
         """The caller's submissions to a task (a task owner's: all of them), newest first,
-        a page at a time (``next_cursor``)."""
+        a page at a time (``next_cursor``); ``fields`` picks what each one carries."""
         task_or_404(task_name)
-        return _submission_page(task_name, limit, cursor)
+        return _submission_page(task_name, limit, cursor, include)
 
     @blp.response(201, SubmittedSchema)
     @errors(400, 401, 403, 404, 409, 413, 422, 429)
@@ -468,20 +474,28 @@ def get_comparison(model_id: str, other_id: str) -> dict[str, Any]:
 @errors(400, 401, 403, 404, 422)
 @blp.arguments(SubmissionListQuerySchema, location="query", as_kwargs=True)
 def list_submissions(
-    task: str | None = None, limit: int = 100, cursor: str | None = None
+    task: str | None = None,
+    limit: int = 100,
+    cursor: str | None = None,
+    include: str | None = None,
 ) -> dict[str, Any]:
     """The submissions the caller may see across tasks, newest first, a page at a time:
-    pass ``next_cursor`` as ``?cursor=`` for the next (null on the last page)."""
+    pass ``next_cursor`` as ``?cursor=`` for the next (null on the last page). ``fields``
+    (e.g. ``id,name,job``) picks what each one carries: a CI job polling a thousand
+    submissions need not read their results."""
     if task is not None:
         task_or_404(task)
-    return _submission_page(task, limit, cursor)
+    return _submission_page(task, limit, cursor, include)
 
 
-def _submission_page(task: str | None, limit: int, cursor: str | None) -> dict[str, Any]:
+def _submission_page(
+    task: str | None, limit: int, cursor: str | None, fields: str | None = None
+) -> dict[str, Any]:
     """The list body: the page in ``submissions`` (the shape older clients read) and
     ``next_cursor`` beside it."""
+    chosen = fields.split(",") if fields else None
     try:
-        page = service().queries.submission_page(task, limit, principal(), cursor)
+        page = service().queries.submission_page(task, limit, principal(), cursor, chosen)
     except CursorError as exc:
         raise ApiError(400, "bad_cursor", str(exc)) from None
     return {"submissions": page.items, "next_cursor": page.next_cursor}

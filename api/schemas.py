@@ -11,6 +11,7 @@ from configs.vocabulary.axes import AXES
 from configs.vocabulary.names import MODEL_NAME_PATTERN, MODEL_NAME_RULE
 from configs.vocabulary.numbers import WEIGHT_NUMBER
 from evaluator.transport.dialects import DEFAULT_DIALECT, dialect_choices
+from store.queries import LIST_FIELDS
 
 
 class FullMatch(validate.Regexp):
@@ -178,8 +179,23 @@ class LeaderboardQuerySchema(WeightsQuerySchema):
     )
 
 
+def _list_fields(text: str) -> None:
+    unknown = sorted(set(text.split(",")) - set(LIST_FIELDS))
+    if unknown:
+        raise ValidationError(f"unknown fields {unknown}: choose from {', '.join(LIST_FIELDS)}")
+
+
 class TaskSubmissionListQuerySchema(Schema):
     limit = fields.Integer(load_default=100, validate=validate.Range(min=1, max=1000))
+    include = fields.String(
+        data_key="fields",
+        validate=[validate.Length(max=256), _list_fields],
+        metadata={
+            "description": "comma-separated: only these of each submission (id always "
+            f"comes), and only the reads they need; of {', '.join(LIST_FIELDS)}. Default: all",
+            "pattern": rf"^({'|'.join(LIST_FIELDS)})(,({'|'.join(LIST_FIELDS)}))*$",
+        },
+    )
     cursor = fields.String(
         validate=validate.Length(max=512),
         metadata={

@@ -202,11 +202,16 @@ class DynaevalClient:
     def submission(self, model_id: str) -> dict[str, Any]:
         return self._call("GET", f"/submissions/{model_id}")
 
-    def submissions(self, task: str | None = None, page_size: int = 100) -> list[dict[str, Any]]:
+    def submissions(
+        self, task: str | None = None, page_size: int = 100, fields: list[str] | None = None
+    ) -> list[dict[str, Any]]:
         """Every submission you may see (of ``task`` when given), newest first, following
-        the list's ``next_cursor`` page by page."""
+        the list's ``next_cursor`` page by page; ``fields`` (e.g. ``["name", "job"]``)
+        keeps only those of each (``id`` always), and the server reads only what they need."""
         found: list[dict[str, Any]] = []
         params: dict[str, Any] = {"limit": page_size, **({"task": task} if task else {})}
+        if fields:
+            params["fields"] = ",".join(fields)
         while True:
             page = self._call("GET", "/submissions", params=params)
             found += page["submissions"]

@@ -37,7 +37,13 @@ from evaluator.inputs.datasets import load_examples
 from evaluator.inputs.perturbed_sets import check_perturbed_images, dataset_hash, materialise
 from evaluator.inputs.redaction import HeldOutText
 from evaluator.prediction_log import PredictionLog
-from evaluator.profiling import MemorySampler, evaluator_cpus, pinned, profile_throughput
+from evaluator.profiling import (
+    GpuSampler,
+    MemorySampler,
+    evaluator_cpus,
+    pinned,
+    profile_throughput,
+)
 from evaluator.provenance import code_version
 from evaluator.runtimes.runtime import ExitReason, Runtime
 from evaluator.scoring import variants
@@ -81,9 +87,11 @@ class Evaluation:
         progress: Progress | None = None,
         save_predictions: Path | None = None,
         carried: CarriedResult | None = None,
+        gpu_sampler: GpuSampler | None = None,
     ) -> None:
         """``carried``: a backfill's base (see store.backfill): sets it scored at their
-        current version are kept, not sent again, and its profile stands."""
+        current version are kept, not sent again, and its profile stands. ``gpu_sampler``:
+        the model's GPUs, sampled with its memory (the profile's ``gpu``)."""
         self.task = task
         self.runtime = runtime
         self.blobs = blobs
@@ -92,6 +100,7 @@ class Evaluation:
         self.predictions_log = PredictionLog(save_predictions) if save_predictions else None
         self.state = RunState()
         self.carried = carried
+        self.gpu_sampler = gpu_sampler
         self.kept_sets: list[str] = []  # carried over unchanged, not sent to the model
         self.held_out = HeldOutText()
         self.client: ModelClient | None = None
@@ -144,7 +153,8 @@ class Evaluation:
         budget = min(self.task.limits.startup_s, self.remaining())
         waited = self.client.wait_ready(budget, self.runtime.alive)
         self.profile["ready_s"] = round(waited, 3)
-        self.sampler = MemorySampler(self.runtime, self.task.profiling.sample_interval_s).start()
+        interval = self.task.profiling.sample_interval_s
+        self.sampler = MemorySampler(self.runtime, interval, self.gpu_sampler).start()
 
     def score_round(self, round_spec: RoundSpec) -> None:
         round_scores: list[Score] = []
@@ -268,6 +278,9 @@ class Evaluation:
         if self.sampler is not None and self.carried is None:
             self.sampler.stop()
             self.profile["memory"] = self.sampler.summary()
+            gpus = self.sampler.gpu_summary()
+            if gpus is not None:
+                self.profile["gpu"] = gpus
         if self.client is not None:
             self.client.close()
         try:
@@ -434,9 +447,10 @@ def run_evaluation(
     progress: Progress | None = None,
     save_predictions: Path | None = None,
     carried: CarriedResult | None = None,
+    gpu_sampler: GpuSampler | None = None,
 ) -> EvaluationResult:
     """Evaluate the model behind ``runtime`` on every round of ``task`` (a backfill: on the
-    sets ``carried`` lacks at their current version)."""
+    sets ``carried`` lacks at their current version; ``gpu_sampler``: see Evaluation)."""
     evaluation = Evaluation(
         task,
         runtime,
@@ -445,5 +459,6 @@ def run_evaluation(
         progress=progress,
         save_predictions=save_predictions,
         carried=carried,
+        gpu_sampler=gpu_sampler,
     )
     return evaluation.run()

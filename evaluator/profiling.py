@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import threading
 import time
@@ -25,10 +26,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from configs.schema import ProfilingSpec
+from configs.vocabulary.capabilities import GpuSample
 from configs.vocabulary.examples import Example, Prediction
 from evaluator.runtimes.runtime import Runtime
-from metrics.resources import latency_percentiles_ms, spread, summarize_memory
+from metrics.resources import latency_percentiles_ms, spread, summarize_gpus, summarize_memory
 
+log = logging.getLogger(__name__)
 Clock = Callable[[], float]
 Predict = Callable[[Sequence[Example]], list[Prediction]]
 OFFLINE = "offline"
@@ -36,13 +39,22 @@ SINGLE_STREAM = "single_stream"
 LATENCIES = ("latency_ms_p50", "latency_ms_p90", "latency_ms_p99")
 
 
-class MemorySampler:
-    """Samples ``runtime.sample_resources()`` every ``interval_s`` until stopped."""
+GpuSampler = Callable[[], Sequence[GpuSample]]
+"""Every GPU the model may use, sampled now (the worker's NVML reading)."""
 
-    def __init__(self, runtime: Runtime, interval_s: float) -> None:
+
+class MemorySampler:
+    """Samples ``runtime.sample_resources()`` (and the GPUs, with a ``gpu_sampler``) every
+    ``interval_s`` until stopped."""
+
+    def __init__(
+        self, runtime: Runtime, interval_s: float, gpu_sampler: GpuSampler | None = None
+    ) -> None:
         self.runtime = runtime
         self.interval_s = interval_s
+        self.gpu_sampler = gpu_sampler
         self.samples: list[int] = []
+        self.gpu_moments: list[Sequence[GpuSample]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
 
@@ -56,7 +68,15 @@ class MemorySampler:
             sample = self.runtime.sample_resources()
             if sample is not None:
                 self.samples.append(sample.rss_bytes)
+            if self.gpu_sampler is not None:
+                self._sample_gpus(self.gpu_sampler)
             self._stop.wait(self.interval_s)
+
+    def _sample_gpus(self, sampler: GpuSampler) -> None:
+        try:
+            self.gpu_moments.append(sampler())
+        except Exception:  # a driver hiccup costs a sample, never the evaluation
+            log.warning("sampling the GPUs failed", exc_info=True)
 
     def stop(self) -> None:
         self._stop.set()
@@ -68,6 +88,11 @@ class MemorySampler:
         if not self.samples:
             return None
         return summarize_memory(self.samples).to_dict()
+
+    def gpu_summary(self) -> dict[str, Any] | None:
+        """The GPUs' memory and utilisation over the samples (None: no GPU sampled)."""
+        found = summarize_gpus(self.gpu_moments)
+        return None if found is None else found.to_dict()
 
 
 # -- CPU placement ----------------------------------------------------------------------------

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
+
+from configs.vocabulary.capabilities import GpuSample
 
 GIB = 1024**3
 PERCENTILES = (50, 90, 99)
@@ -62,6 +65,43 @@ class MemorySummary:
     def to_dict(self) -> dict[str, float | int]:
         """JSON-ready mapping."""
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class GpuSummary:
+    """The model's GPUs over an evaluation: peak and average memory in use (GiB, summed
+    over the devices at each moment), average utilisation (%, the devices' mean)."""
+
+    devices: int
+    models: tuple[str, ...]
+    memory_total_gib: float
+    peak_memory_gib: float
+    avg_memory_gib: float
+    avg_utilisation_percent: float
+    samples: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready mapping."""
+        return asdict(self) | {"models": list(self.models)}
+
+
+def summarize_gpus(moments: Sequence[Sequence[GpuSample]]) -> GpuSummary | None:
+    """What ``moments`` (each: every device sampled once) say; None without a device."""
+    moments = [moment for moment in moments if moment]
+    if not moments:
+        return None
+    used = np.array([sum(s.memory_used_gib for s in moment) for moment in moments])
+    busy = np.array([np.mean([s.utilisation_percent for s in moment]) for moment in moments])
+    last = moments[-1]
+    return GpuSummary(
+        devices=len(last),
+        models=tuple(sorted({s.name for s in last})),
+        memory_total_gib=round(sum(s.memory_total_gib for s in last), 3),
+        peak_memory_gib=round(float(used.max()), 3),
+        avg_memory_gib=round(float(used.mean()), 3),
+        avg_utilisation_percent=round(float(busy.mean()), 1),
+        samples=len(moments),
+    )
 
 
 def latency_percentiles_ms(request_seconds: Sequence[float]) -> dict[str, float]:

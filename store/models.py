@@ -71,6 +71,8 @@ class ModelRow(Base):
     required_gpus: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     __table_args__ = (
         UniqueConstraint("owner_id", "idempotency_key", name="uq_models_owner_idempotency_key"),
+        # the submissions list's order and cursor: a page reads its rows, not every row
+        Index("ix_models_created_at_id", "created_at", "id"),
     )
 
 

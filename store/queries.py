@@ -7,6 +7,7 @@ import json
 import re
 import statistics
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,6 +33,14 @@ from store.rules.principals import READ, Principal
 
 class CursorError(ValueError):
     """A list cursor that no page of ours produced."""
+
+
+# What a row of the submissions list holds; a caller may ask for some (``fields``), and then
+# the queries it does not need (jobs and attempts, results) are not run.
+LIST_FIELDS = (
+    "id", "task", "name", "runtime", "requirements", "image_id", "created_at", "image_gone",
+    "job", "results",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -125,10 +134,13 @@ class Queries:
         limit: int = 100,
         visible_to: Principal | None = None,
         cursor: str | None = None,
+        fields: Collection[str] | None = None,
     ) -> SubmissionPage:
         """One page of submissions, newest first, after ``cursor`` (from an earlier page's
         ``next_cursor``; a bad one is CursorError). Four queries whatever the page size:
-        the models, then their jobs, attempts and results in one batch each."""
+        the models, then their jobs, attempts and results in one batch each; with
+        ``fields`` (of LIST_FIELDS; ``id`` always comes) only those, and only the queries
+        they need."""
         query = select(ModelRow).order_by(ModelRow.created_at.desc(), ModelRow.id.desc())
         if task:
             query = query.where(ModelRow.task == task)
@@ -146,7 +158,7 @@ class Queries:
             models = list(session.scalars(query.limit(limit + 1)))  # one more: is there a next?
             more = len(models) > limit
             models = models[:limit]
-            items = _submission_dicts(session, models)
+            items = _submission_dicts(session, models, fields)
         next_cursor = encode_cursor(models[-1]) if more and models else None
         return SubmissionPage(items, next_cursor)
 
@@ -239,12 +251,34 @@ class Queries:
             return counts
 
 
-def _submission_dicts(session: Session, models: list[ModelRow]) -> list[dict[str, Any]]:
+def _submission_dicts(
+    session: Session, models: list[ModelRow], fields: Collection[str] | None = None
+) -> list[dict[str, Any]]:
     """Models as the list shows them (job and results, no scores), with their newest jobs,
-    those jobs' attempts and the newest results loaded in one query each."""
+    those jobs' attempts and the newest results loaded in one query each (each only when
+    ``fields`` asks for it; None: every field)."""
     ids = [m.id for m in models]
     if not ids:
         return []
+    wanted = set(LIST_FIELDS if fields is None else fields) | {"id"}
+    jobs, attempts = _newest_jobs(session, ids) if "job" in wanted else ({}, {})
+    results = _newest_results(session, ids) if "results" in wanted else {}
+    items = []
+    for model in models:
+        newest_job, newest = jobs.get(model.id), results.get(model.id)
+        data = _model_dict(model)
+        if "job" in wanted:
+            data["job"] = _job_fields(newest_job, attempts[newest_job.id]) if newest_job else None
+        if "results" in wanted:
+            data["results"] = _result_dict(newest) if newest else None
+        items.append({key: value for key, value in data.items() if key in wanted})
+    return items
+
+
+def _newest_jobs(
+    session: Session, ids: list[str]
+) -> tuple[dict[str, JobRow], dict[str, list[AttemptRow]]]:
+    """Each model's newest job, and those jobs' attempts in order."""
     jobs: dict[str, JobRow] = {}
     for job in session.scalars(
         select(JobRow).where(JobRow.model_id.in_(ids)).order_by(JobRow.created_at)
@@ -258,19 +292,16 @@ def _submission_dicts(session: Session, models: list[ModelRow]) -> list[dict[str
             select(AttemptRow).where(AttemptRow.job_id.in_(job_ids)).order_by(AttemptRow.attempt)
         ):
             attempts[attempt.job_id].append(attempt)
+    return jobs, attempts
+
+
+def _newest_results(session: Session, ids: list[str]) -> dict[str, ResultRow]:
     results: dict[str, ResultRow] = {}
     for result in session.scalars(
         select(ResultRow).where(ResultRow.model_id.in_(ids)).order_by(ResultRow.created_at)
     ):
-        results[result.model_id] = result
-    items = []
-    for model in models:
-        newest_job, newest = jobs.get(model.id), results.get(model.id)
-        shown = _job_fields(newest_job, attempts[newest_job.id]) if newest_job else None
-        data = _model_dict(model) | {"job": shown}
-        data["results"] = _result_dict(newest) if newest else None
-        items.append(data)
-    return items
+        results[result.model_id] = result  # created_at order: the newest stays
+    return results
 
 
 def _model_dict(model: ModelRow) -> dict[str, Any]:

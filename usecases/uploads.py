@@ -105,7 +105,11 @@ def start_upload(
         upload_id, task.name, who.user_id, filename, size, part_bytes, key, handle, now,
         now + UPLOAD_TTL,
     )  # fmt: skip
-    uploads.add(record)
+    try:
+        uploads.add(record)
+    except BaseException:  # no row, so nothing would ever sweep the parts
+        service.blobs.abort_parts(key, handle)
+        raise
     return UploadStatus(record, (), 0)
 
 

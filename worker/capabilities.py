@@ -8,26 +8,15 @@ through the module interface ``pynvml`` documents, and tested against recorded a
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from configs.vocabulary.capabilities import LABEL, Capabilities
+from configs.vocabulary.capabilities import LABEL, Capabilities, GpuSample
 
 LOG = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class GpuSample:
-    """One GPU at one moment: memory in use and utilisation."""
-
-    index: int
-    name: str
-    memory_used_gib: float
-    memory_total_gib: float
-    utilisation_percent: float
 
 
 def load_nvml() -> Any | None:
@@ -62,6 +51,12 @@ def gpu_samples(nvml: Any) -> list[GpuSample]:
             )
         )
     return samples
+
+
+def nvml_sampler() -> Callable[[], list[GpuSample]] | None:
+    """Every GPU's memory and utilisation, read when called (None without NVML)."""
+    nvml = load_nvml()
+    return None if nvml is None else functools.partial(gpu_samples, nvml)
 
 
 def detect(labels: Iterable[str] = (), nvml: Any | None = None) -> Capabilities:

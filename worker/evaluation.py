@@ -18,6 +18,7 @@ from configs.vocabulary.jobs import BackfillScope
 from configs.vocabulary.results import EvaluationResult, Failure
 from evaluator.errors import EvaluationError
 from evaluator.pipeline import run_evaluation
+from evaluator.profiling import GpuSampler
 from store.backfill import CarriedResult, newest_result
 from store.blobs import BlobStore
 from store.jobs import ClaimedJob, JobStore
@@ -45,6 +46,7 @@ class JobContext:
     runtime_factory: RuntimeFactory
     worker_id: str
     config_dir: Path
+    gpu_sampler: GpuSampler | None = None  # the machine's GPUs (NVML), where it has some
 
 
 def evaluate_model(context: JobContext, job: ClaimedJob, progress: Progress) -> EvaluationResult:
@@ -71,8 +73,10 @@ def evaluate_model(context: JobContext, job: ClaimedJob, progress: Progress) -> 
             extra={"job_id": job.id, "worker_id": context.worker_id},
         )
         return platform_failure(job.task, describe(exc))
+    gpu_sampler = None
     if job.requirements.gpus:  # the submission asked for them; this worker has them
         runtime.grant_gpus(job.requirements.gpus)
+        gpu_sampler = context.gpu_sampler
     # Per-example predictions are kept for paired comparisons (worker.predictions).
     with tempfile.TemporaryDirectory(prefix="dynaeval-predictions-") as folder:
         result = run_evaluation(
@@ -83,6 +87,7 @@ def evaluate_model(context: JobContext, job: ClaimedJob, progress: Progress) -> 
             progress=progress.update,
             save_predictions=Path(folder),
             carried=carried_base(context, job),
+            gpu_sampler=gpu_sampler,
         )
         if result.failure is None and job.model_id:
             store_predictions(context.blobs, job.model_id, Path(folder))

@@ -28,6 +28,7 @@ from configs.vocabulary.clock import Clock
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.jobs import DEFAULT_RETRY_POLICY, JobKind, JobStatus, RetryPolicy
 from configs.vocabulary.results import EvaluationResult, Failure
+from evaluator.profiling import GpuSampler
 from store.blobs import BlobStore
 from store.jobs import ClaimedJob, JobStore
 from store.presence import PRESENCE_EVERY_S, WorkerPresence
@@ -35,6 +36,7 @@ from store.retention import mark_image_gone
 from store.sealing import Sealer
 from store.webhooks import WebhookStore
 from worker.adversary import run_attack
+from worker.capabilities import nvml_sampler
 from worker.evaluation import JobContext, evaluate_model
 from worker.lifecycle import settle_failure
 from worker.lock import WorkerLock
@@ -98,6 +100,7 @@ class Worker:
         sealer: Sealer | None = None,
         hold_result_s: float = HOLD_RESULT_S,
         capabilities: Capabilities | None = None,
+        gpu_sampler: GpuSampler | None = None,
     ) -> None:
         """``grace_s``: how long (by ``clock``) a running job may go on after ``stop()``;
         ``reap_every``: heartbeats between checks for other workers' expired leases (at most
@@ -107,7 +110,9 @@ class Worker:
         hands its own; the default's key is this worker's alone); ``hold_result_s``: how long
         a finished result is kept through a store outage (past the lease); ``capabilities``:
         what this worker offers (worker.capabilities.detect), so it claims the jobs whose
-        requirements it meets (None: only the jobs that need nothing)."""
+        requirements it meets (None: only the jobs that need nothing); ``gpu_sampler``: reads
+        the GPUs for the profiles of jobs that asked for them (default: NVML's, when
+        ``capabilities`` found GPUs)."""
         self.store = store
         # The store's clock unless told otherwise: retry times and leases must agree.
         self.clock = clock or store.clock
@@ -119,6 +124,9 @@ class Worker:
         self.poll_s, self.max_poll_s = poll_s, max_poll_s
         self.hold_result_s = hold_result_s
         self.capabilities = capabilities
+        if gpu_sampler is None and capabilities is not None and capabilities.gpus:
+            gpu_sampler = nvml_sampler()
+        self.gpu_sampler = gpu_sampler
         self.reap_every, self.reap_limit = max(1, reap_every), reap_limit
         self.config_dir = config_dir
         self.runtime_factory: RuntimeFactory = runtime_factory or default_factory
@@ -297,7 +305,7 @@ class Worker:
         an adversary run (worker.adversary)."""
         context = JobContext(
             self.store, self.blobs, self.tasks, self.runtime_factory, self.worker_id,
-            self.config_dir,
+            self.config_dir, self.gpu_sampler,
         )  # fmt: skip
         if job.kind is JobKind.ADVERSARY:
             return run_attack(context, job, progress)

@@ -17,6 +17,17 @@ MAX_LABELS = 16
 KEYS = ("gpus", "cpus", "memory_gib", "gpu_model", "labels")
 
 
+@dataclass(frozen=True)
+class GpuSample:
+    """One GPU at one moment: memory in use and utilisation (read through NVML)."""
+
+    index: int
+    name: str
+    memory_used_gib: float
+    memory_total_gib: float
+    utilisation_percent: float
+
+
 class BadRequirements(ValueError):
     """Requirements that cannot be used (the sentence says why)."""
 

@@ -272,9 +272,9 @@ def test_task_submissions_list_documents_no_ignored_task_parameter(
     spec: dict[str, Any],
 ) -> None:
     params = spec["paths"][SUBMISSIONS]["get"].get("parameters", [])
-    assert [p["name"] for p in params if p["in"] == "query"] == ["limit", "cursor"]
+    assert [p["name"] for p in params if p["in"] == "query"] == ["limit", "fields", "cursor"]
     across = spec["paths"]["/api/v1/submissions"]["get"]["parameters"]
-    assert {p["name"] for p in across} == {"task", "limit", "cursor"}
+    assert {p["name"] for p in across} == {"task", "limit", "cursor", "fields"}
 
 
 def test_success_bodies_are_documented(spec: dict[str, Any]) -> None:

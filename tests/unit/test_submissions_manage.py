@@ -149,6 +149,52 @@ def test_a_page_costs_the_same_queries_whatever_its_size(service: Service) -> No
     assert selects(3) == selects(30) <= 4
 
 
+def _selects(service: Service, **options: Any) -> tuple[int, list[dict[str, Any]]]:
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(args[2])
+
+    event.listen(service.db.engine, "before_cursor_execute", count)
+    try:
+        page = Queries(service.db).submission_page(**options)
+    finally:
+        event.remove(service.db.engine, "before_cursor_execute", count)
+    return sum(1 for s in statements if s.lstrip().upper().startswith("SELECT")), page.items
+
+
+@pytest.mark.parametrize(
+    ("fields", "reads"),
+    [
+        (["id", "name"], 1),
+        (["name", "created_at", "image_gone"], 1),
+        (["job"], 3),
+        (["results"], 2),
+        (["job", "results", "task"], 4),
+    ],
+)
+def test_fields_choose_what_each_row_holds_and_which_reads_run(
+    service: Service, fields: list[str], reads: int
+) -> None:
+    for i in range(5):
+        finished(service, f"m{i}", AXES_A)
+    count, items = _selects(service, limit=5, fields=fields)
+    assert count == reads
+    _, whole = _selects(service, limit=5)
+    assert items == [{k: v for k, v in row.items() if k in {"id", *fields}} for row in whole]
+
+
+def test_the_api_takes_fields_and_names_unknown_ones(service: Service) -> None:
+    finished(service, "m", AXES_A)
+    admin = client_of(service, "root", "admin")
+    for url in ("/api/v1/submissions", "/api/v1/tasks/sentiment/submissions"):
+        page = admin.get(f"{url}?fields=name,job").get_json()
+        assert set(page["submissions"][0]) == {"id", "name", "job"}
+        refused = admin.get(f"{url}?fields=name,password_hash")
+        assert_error(refused, 422)
+        assert "password_hash" in refused.get_data(as_text=True)
+
+
 def test_the_list_keeps_each_submissions_fields(service: Service) -> None:
     model_id = finished(service, "m", AXES_A)
     listed = Queries(service.db).submissions()[0]
