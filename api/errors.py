@@ -30,11 +30,17 @@ class ApiError(Exception):
     """A client error with a machine-readable code and a sentence."""
 
     def __init__(
-        self, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+        self,
+        status: int,
+        code: str,
+        message: str,
+        headers: Mapping[str, str] | None = None,
+        details: Mapping[str, object] | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
         self.headers = dict(headers or {})  # e.g. Retry-After on a 429
+        self.details = dict(details or {})  # what a client acts on (e.g. the parts missing)
 
 
 def from_refusal(refused: Refused) -> ApiError:
@@ -42,7 +48,7 @@ def from_refusal(refused: Refused) -> ApiError:
     headers = {}
     if refused.retry_after_s is not None:
         headers["Retry-After"] = str(refused.retry_after_s)
-    return ApiError(STATUS[refused.kind], refused.code, refused.message, headers)
+    return ApiError(STATUS[refused.kind], refused.code, refused.message, headers, refused.details)
 
 
 def error_body(code: str, message: str, details: object | None = None) -> dict:
@@ -57,7 +63,7 @@ def install(app: Flask) -> None:
 
     @app.errorhandler(ApiError)
     def _api_error(exc: ApiError) -> ResponseReturnValue:
-        return jsonify(error_body(exc.code, exc.message)), exc.status, exc.headers
+        return jsonify(error_body(exc.code, exc.message, exc.details)), exc.status, exc.headers
 
     @app.errorhandler(Refused)
     def _refused(exc: Refused) -> ResponseReturnValue:

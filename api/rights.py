@@ -79,6 +79,7 @@ _TABLE: dict[tuple[str, str], Need] = {
     ("GET", f"{_TASK}/submissions"): READS,
     ("POST", f"{_TASK}/submissions"): WRITES,
     ("POST", f"{_TASK}/uploads"): WRITES,
+    ("GET", "/api/v1/uploads"): READS,
     ("GET", "/api/v1/uploads/<upload_id>"): READS,
     ("DELETE", "/api/v1/uploads/<upload_id>"): WRITES,
     ("PUT", "/api/v1/uploads/<upload_id>/parts/<int:number>"): WRITES,

@@ -22,13 +22,17 @@ from usecases.uploads import (
     ReceivedPart,
     UploadStatus,
     abandon_upload,
+    open_uploads,
     receive_part,
     start_upload,
     upload_status,
 )
 
 DIGEST_HEADER = "Content-Digest"
-_SHA256 = re.compile(r"(?:^|,)\s*sha-256=:([A-Za-z0-9+/]{43}=):\s*(?:,|$)")
+MAX_DIGEST_HEADER = 512
+# RFC 9530's Content-Digest: a dictionary of algorithm=:base64:, of which we check these
+_MEMBER = re.compile(r"\s*([A-Za-z0-9-]+)\s*=\s*:([A-Za-z0-9+/=]*):\s*")
+DIGEST_BYTES = {"sha-256": 32, "sha-512": 64}
 
 blp = Blueprint(
     "uploads",
@@ -37,15 +41,17 @@ blp = Blueprint(
     description="Resumable uploads of large model images, a part at a time",
 )
 ERRORS = {
-    400: "bad_digest (a Content-Digest whose sha-256 is not 32 bytes in base64)",
+    400: "bad_digest (a Content-Digest that is unreadable, too long, or names neither "
+    "sha-256 nor sha-512)",
     401: "unauthenticated (no or unknown credentials), token_expired or token_revoked",
     403: "insufficient_scope or cross_site_refused",
     404: "unknown_task or unknown_upload (also another's upload)",
     409: "upload_submitted (it became a submission, named in the message) or upload_busy "
     "(it is being submitted)",
     413: "image_too_large (the upload's size is over the task's image limit)",
-    422: "invalid_upload, invalid_part (a part number out of range, or a body not exactly "
-    "the part's size) or part_digest_mismatch (the part was not stored: send it again)",
+    422: "a body field out of range; invalid_part (a part number out of range, or a body "
+    "not exactly the part's size) or part_digest_mismatch (the part was not stored: send "
+    "it again)",
     429: "too_many_uploads (3 unfinished uploads: submit or delete one) or rate_limited",
 }
 errors = error_docs(blp, ERRORS)
@@ -62,6 +68,10 @@ class UploadStartSchema(Schema):
         metadata={"description": "the tarball's size in bytes (at most the task's image limit)"},
     )
     filename = fields.String(load_default="upload.tar", validate=FILENAME)
+
+
+class UploadListSchema(Schema):
+    uploads = fields.List(fields.Nested(lambda: UploadSchema()), required=True)
 
 
 class UploadSchema(Schema):
@@ -104,8 +114,9 @@ DIGEST_PARAMETER = {
     "in": "header",
     "name": DIGEST_HEADER,
     "required": False,
-    "schema": {"type": "string", "maxLength": 512},
-    "description": "sha-256=:<base64>: (RFC 9530): a part that differs is not stored",
+    "schema": {"type": "string", "maxLength": MAX_DIGEST_HEADER},
+    "description": "sha-256=:<base64>: and/or sha-512=:<base64>: (RFC 9530): a part that "
+    "differs is not stored; a header naming neither is 400 bad_digest",
 }
 
 
@@ -139,6 +150,15 @@ def start(data: dict[str, Any], task_name: str) -> dict[str, Any]:
     return _body(start_upload(service(), task, principal(), data["size"], data["filename"]))
 
 
+@blp.route("/uploads")
+@ok(UploadListSchema)
+@errors(401, 403)
+def list_uploads() -> dict[str, Any]:
+    """Your unfinished uploads, oldest first: to resume one whose id a dead client took
+    with it, or to drop one (3 may be unfinished at once)."""
+    return {"uploads": [_body(found) for found in open_uploads(service(), principal())]}
+
+
 @blp.route("/uploads/<upload_id>")
 class Upload(MethodView):
     @ok(UploadSchema)
@@ -169,20 +189,39 @@ def put_part(upload_id: str, number: int) -> dict[str, Any]:
         number,
         request.stream,
         request.content_length,
-        _sha256(request.headers.get(DIGEST_HEADER)),
+        _digests(request.headers.get(DIGEST_HEADER)),
     )
     return {"number": found.number, "size": found.size, "sha256": found.sha256}
 
 
-def _sha256(header: str | None) -> bytes | None:
-    """The sha-256 a Content-Digest header gives (None without one)."""
-    if header is None or "sha-256" not in header:
-        return None
-    match = _SHA256.search(header)
-    try:
-        raw = base64.b64decode(match.group(1), validate=True) if match else b""
-    except binascii.Error:
-        raw = b""
-    if len(raw) != 32:
-        raise ApiError(400, "bad_digest", f"{DIGEST_HEADER}: give sha-256=:<32 bytes base64>:")
-    return raw
+def _digests(header: str | None) -> dict[str, bytes]:
+    """The digests a Content-Digest header gives that we check (sha-256, sha-512; names in
+    any case); 400 ``bad_digest`` for one we cannot read, or a header naming none of them."""
+    if header is None:
+        return {}
+    bad = ApiError(
+        400,
+        "bad_digest",
+        f"{DIGEST_HEADER}: give sha-256=:<base64>: (or sha-512), at most "
+        f"{MAX_DIGEST_HEADER} characters",
+    )
+    if len(header) > MAX_DIGEST_HEADER:
+        raise bad
+    found: dict[str, bytes] = {}
+    for member in header.split(","):
+        match = _MEMBER.fullmatch(member)
+        if match is None:
+            raise bad
+        name = match.group(1).lower()
+        if name not in DIGEST_BYTES:
+            continue  # an algorithm we do not check (md5, sha-1): RFC 9530 lets us ignore it
+        try:
+            raw = base64.b64decode(match.group(2), validate=True)
+        except binascii.Error:
+            raise bad from None
+        if len(raw) != DIGEST_BYTES[name]:
+            raise bad
+        found[name] = raw
+    if not found:
+        raise bad  # the client asked for a check we cannot make: say so, store nothing
+    return found

@@ -133,17 +133,22 @@ class DynaevalClient:
         resumable: bool | None = None,
         upload_id: str | None = None,
         progress: Progress | None = None,
+        started: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         """Upload a ``docker save`` tarball, idempotently (see :meth:`submit`, also for
         ``requirements``). One of 64 MiB or more (or with ``resumable=True``) goes as a
         resumable upload: in parts, each checked and retried, with ``progress(sent, all)``
-        called as they arrive; ``upload_id`` resumes one a dead process left unfinished.
+        called as they arrive and ``started(upload_id)`` before the first (keep the id:
+        ``upload_id`` resumes one a dead process left unfinished; :meth:`uploads` lists
+        yours).
         The wait for the answer grows with the file: the server checks the whole tarball."""
         key = idempotency_key or str(uuid.uuid4())
         size = Path(tarball).stat().st_size
         timeout = (CONNECT_TIMEOUT_S, self.timeout + size / SERVER_CHECK_BYTES_PER_S)
         if resumable or upload_id or (resumable is None and size >= RESUMABLE_FROM):
-            sent = send_upload(self, task, tarball, upload_id=upload_id, progress=progress)
+            sent = send_upload(
+                self, task, tarball, upload_id=upload_id, progress=progress, started=started
+            )
             body: dict[str, Any] = {"name": name, "upload": sent, "protocol": protocol}
             if publish is not None:
                 body["publish"] = publish
@@ -176,6 +181,11 @@ class DynaevalClient:
                 )
 
         return self._submit_retried(upload)
+
+    def uploads(self) -> list[dict[str, Any]]:
+        """Your unfinished resumable uploads, oldest first."""
+        found: list[dict[str, Any]] = self._call("GET", "/uploads")["uploads"]
+        return found
 
     def upload(self, upload_id: str) -> dict[str, Any]:
         """Where a resumable upload of yours stands (its parts stored)."""
@@ -463,9 +473,11 @@ class DynabenchClient:
         requirements: dict[str, Any] | None = None,
         progress: Progress | None = None,
         upload_id: str | None = None,
+        started: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         """Submit a ``docker save`` tarball (a multipart upload, or a resumable one from
-        64 MiB: see :meth:`DynaevalClient.submit_image` for ``progress`` and ``upload_id``)
+        64 MiB: see :meth:`DynaevalClient.submit_image` for ``progress``, ``started`` and
+        ``upload_id``)
         or, when ``path`` is no file, a registry reference; the description names the
         submission. Returns the queued submission (its ``id`` is the model id). Retried on
         a timeout with one idempotency key (a new UUID unless given): the server makes one
@@ -478,8 +490,9 @@ class DynabenchClient:
         }
         if Path(path).is_file():
             return self.api.submit_image(
-                task, name, path, protocol, progress=progress, upload_id=upload_id, **options
-            )
+                task, name, path, protocol, progress=progress, upload_id=upload_id,
+                started=started, **options,
+            )  # fmt: skip
         runtime = {"kind": "docker", "image": str(path), "protocol": protocol}
         return self.api.submit(task, name, runtime, **options)
 

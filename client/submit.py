@@ -318,6 +318,13 @@ class Remote(Backend):
                             sent / size, f"{sent / 2**20:,.0f} of {size / 2**20:,.0f} MiB"
                         ),
                         upload_id=getattr(args, "upload_id", None),
+                        started=lambda upload_id: print(
+                            f"dynaeval submit: upload {upload_id} started; if this stops, "
+                            f"the same command with --upload-id {upload_id} "
+                            f"--idempotency-key {key} resumes it",
+                            file=sys.stderr,
+                            flush=True,
+                        ),
                     )
                 )
         except UploadInterrupted as exc:

@@ -53,9 +53,12 @@ def send_upload(
     upload_id: str | None = None,
     progress: Progress | None = None,
     sleep: Callable[[float], None] | None = None,
+    started: Callable[[str], None] | None = None,
 ) -> str:
     """Send ``tarball`` as a resumable upload to ``task`` (or the missing parts of the
-    unfinished upload ``upload_id``); returns the upload's id, ready to submit."""
+    unfinished upload ``upload_id``); returns the upload's id, ready to submit.
+    ``started`` is told the id before any part is sent (a process killed later can then
+    be resumed: keep it)."""
     path = Path(tarball)
     size = path.stat().st_size
     if upload_id is None:
@@ -69,6 +72,8 @@ def send_upload(
                 f"upload {upload_id} is of {state['size']} bytes for task {state['task']!r}, "
                 f"not this file's {size} bytes for {task!r}"
             )
+    if started is not None:
+        started(str(state["id"]))
     done = state["received_bytes"]
     report = progress or (lambda _done, _all: None)
     pause = sleep or time.sleep  # looked up now: tests replace time.sleep

@@ -8,13 +8,14 @@ same interface. Writes are atomic: a reader sees the whole object or none of it.
 from __future__ import annotations
 
 import abc
+import fcntl
 import io
 import os
 import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -205,59 +206,77 @@ class LocalBlobStore(BlobStore):
         check_key(key)
         handle = os.urandom(16).hex()
         folder = self._parts_dir(handle)
-        folder.mkdir(parents=True)
-        (folder / "data").touch()
+        folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700)
+        os.close(os.open(folder / "data", os.O_CREAT | os.O_WRONLY, 0o600))  # as mkstemp's
         return handle
 
     def put_part(
         self, key: str, handle: str, number: int, offset: int, source: BinaryIO, size: int
     ) -> None:
-        folder = self._existing_parts(handle)
-        done = folder / f"part-{number:05d}"
-        done.unlink(missing_ok=True)  # its bytes are about to change: not done until rewritten
-        with (folder / "data").open("r+b") as data:
-            data.seek(offset)
-            left = size
-            while left > 0 and (chunk := source.read(min(left, COPY_BYTES))):
-                data.write(chunk)
-                left -= len(chunk)
-            if left:
-                raise ShortPart(f"part {number} ended {left} bytes short of {size}")
-            data.flush()
-            os.fsync(data.fileno())
-        _write_atomically(done, str(size).encode())
+        with self._parts_locked(handle) as folder:
+            # one writer at a time: two sends of one part must not interleave their bytes
+            done = folder / f"part-{number:05d}"
+            done.unlink(missing_ok=True)  # its bytes are about to change
+            with (folder / "data").open("r+b") as data:
+                data.seek(offset)
+                left = size
+                while left > 0 and (chunk := source.read(min(left, COPY_BYTES))):
+                    data.write(chunk)
+                    left -= len(chunk)
+                if left:
+                    raise ShortPart(f"part {number} ended {left} bytes short of {size}")
+                data.flush()
+                os.fsync(data.fileno())
+            _write_atomically(done, str(size).encode())
 
     def stored_parts(self, key: str, handle: str) -> list[StoredPart]:
         folder = self._existing_parts(handle)
         found = [
             StoredPart(int(path.name.removeprefix("part-")), int(path.read_text()))
             for path in folder.glob("part-*")
+            if not path.name.startswith(".")
         ]
         return sorted(found, key=lambda part: part.number)
 
     def finish_parts(self, key: str, handle: str, count: int) -> int:
-        parts = self.stored_parts(key, handle)
-        if [part.number for part in parts[:count]] != list(range(1, count + 1)):
-            raise ValueError(f"parts 1..{count} are not all stored")
-        size = sum(part.size for part in parts[:count])
-        folder = self._existing_parts(handle)
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with (folder / "data").open("r+b") as data:
-            data.truncate(size)
-        os.replace(folder / "data", path)
+        with self._parts_locked(handle) as folder:  # no part is being written into it now
+            parts = self.stored_parts(key, handle)
+            if [part.number for part in parts[:count]] != list(range(1, count + 1)):
+                raise ValueError(f"parts 1..{count} are not all stored")
+            size = sum(part.size for part in parts[:count])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with (folder / "data").open("r+b") as data:
+                data.truncate(size)
+            os.replace(folder / "data", path)
         shutil.rmtree(folder, ignore_errors=True)
         return size
 
     def abort_parts(self, key: str, handle: str) -> None:
-        with suppress(PartsNotFound):
-            shutil.rmtree(self._parts_dir(handle), ignore_errors=True)
+        with suppress(PartsNotFound), self._parts_locked(handle) as folder:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _existing_parts(self, handle: str) -> Path:
         folder = self._parts_dir(handle)
         if not (folder / "data").is_file():
             raise PartsNotFound(handle)
         return folder
+
+    @contextmanager
+    def _parts_locked(self, handle: str) -> Iterator[Path]:
+        """The parts' folder, under an exclusive lock of this blob's writers (processes
+        too); PartsNotFound when the blob was finished or dropped meanwhile."""
+        folder = self._existing_parts(handle)
+        try:
+            fd = os.open(folder / "lock", os.O_CREAT | os.O_RDWR, 0o600)
+        except FileNotFoundError:  # dropped while we looked
+            raise PartsNotFound(handle) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield self._existing_parts(handle)  # finished while we waited: not found
+        finally:
+            os.close(fd)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, select, update
 
 from store.db import Database
 from store.models import UploadRow
@@ -85,16 +85,20 @@ class Uploads:
             row = session.get(UploadRow, upload_id)
             return None if row is None else _record(row)
 
-    def open_count(self, owner_id: str | None, now: datetime) -> int:
-        """Uploads of ``owner_id`` still receiving parts and not expired."""
+    def open_of(self, owner_id: str | None, now: datetime) -> list[UploadRecord]:
+        """Uploads of ``owner_id`` still receiving parts and not expired, oldest first."""
         owner = UploadRow.owner_id.is_(None) if owner_id is None else UploadRow.owner_id == owner_id
         with self.db.session() as session:
-            query = select(func.count()).where(
-                owner,
-                UploadRow.state == UploadState.RECEIVING.value,
-                UploadRow.expires_at > now,
+            rows = session.scalars(
+                select(UploadRow)
+                .where(
+                    owner,
+                    UploadRow.state == UploadState.RECEIVING.value,
+                    UploadRow.expires_at > now,
+                )
+                .order_by(UploadRow.created_at)
             )
-            return int(session.scalar(query) or 0)
+            return [_record(row) for row in rows]
 
     def touch(self, upload_id: str, expires_at: datetime) -> None:
         """Keep a receiving upload for longer (a part arrived)."""

@@ -15,6 +15,7 @@ import base64
 import hashlib
 import tempfile
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import IO, BinaryIO, cast
@@ -24,6 +25,7 @@ from configs.vocabulary.capabilities import Requirements
 from configs.vocabulary.refusals import Refused
 from evaluator.transport.dialects import DEFAULT_DIALECT
 from store.blobs import PartsNotFound
+from store.locks import named_lock
 from store.rules.principals import Principal
 from store.uploads import UploadRecord, Uploads, UploadState
 from usecases.service import Service
@@ -91,12 +93,30 @@ def start_upload(
         raise Refused("invalid", "invalid_upload", "size: an image has at least one byte")
     part_bytes = max(service.upload_part_bytes, service.blobs.min_part_bytes, -(-size // MAX_PARTS))
     sweep_expired(service)
+    # counted and added under one lock: concurrent starts cannot all pass the count
+    with named_lock(service.db, f"uploads:{who.user_id}"):
+        return _started(service, task, who, size, filename, part_bytes)
+
+
+def open_uploads(service: Service, who: Principal) -> list[UploadStatus]:
+    """The caller's unfinished uploads, oldest first (to resume or drop one)."""
+    found = Uploads(service.db).open_of(who.user_id, service.clock.now())
+    return [upload_status(service, who, record.id) for record in found]
+
+
+def _started(
+    service: Service, task: TaskSpec, who: Principal, size: int, filename: str, part_bytes: int
+) -> UploadStatus:
     uploads, now = Uploads(service.db), service.clock.now()
-    if uploads.open_count(who.user_id, now) >= MAX_OPEN_UPLOADS:
+    unfinished = uploads.open_of(who.user_id, now)
+    if len(unfinished) >= MAX_OPEN_UPLOADS:
         raise Refused(
             "too_many",
             "too_many_uploads",
-            f"you have {MAX_OPEN_UPLOADS} unfinished uploads: submit or delete one first",
+            f"you have {len(unfinished)} unfinished uploads ("
+            + ", ".join(record.id for record in unfinished)
+            + "): resume, submit or delete one first (GET /uploads lists them)",
+            details={"uploads": [record.id for record in unfinished]},
         )
     upload_id = str(uuid.uuid4())
     key = f"uploads/{upload_id}.tar"
@@ -131,10 +151,11 @@ def receive_part(
     number: int,
     stream: IO[bytes],
     length: int | None,
-    sha256: bytes | None = None,
+    digests: Mapping[str, bytes] | None = None,
 ) -> ReceivedPart:
-    """Store part ``number`` of ``length`` bytes read from ``stream``; with ``sha256`` (the
-    digest the client computed) a part that differs is refused and not stored."""
+    """Store part ``number`` of ``length`` bytes read from ``stream``; with ``digests`` (the
+    client's, by algorithm: ``sha-256``, ``sha-512``) a part that differs is refused and
+    not stored."""
     record = _receiving(service, who, upload_id)
     parts = part_count(record.size, record.part_bytes)
     if not 1 <= number <= parts:
@@ -145,14 +166,16 @@ def receive_part(
             "invalid", "invalid_part", f"part {number} holds {expected} bytes, not {length}"
         )
     with tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY) as spool:
-        digest = _spool(stream, spool, expected, number)
-        if sha256 is not None and digest.digest() != sha256:
-            raise Refused(
-                "invalid",
-                "part_digest_mismatch",
-                f"part {number} arrived with SHA-256 {_b64(digest.digest())}, not the "
-                f"{_b64(sha256)} sent: it was not stored, send it again",
-            )
+        hashes = _spool(stream, spool, expected, number, digests or {})
+        for name, sent in (digests or {}).items():
+            if hashes[name].digest() != sent:
+                raise Refused(
+                    "invalid",
+                    "part_digest_mismatch",
+                    f"part {number} arrived with {name} {_b64(hashes[name].digest())}, not "
+                    f"the {_b64(sent)} sent: it was not stored, send it again",
+                )
+        digest = hashes["sha-256"]
         spool.seek(0)
         offset = (number - 1) * record.part_bytes
         try:
@@ -278,16 +301,23 @@ def _stored(service: Service, record: UploadRecord) -> list[ReceivedPart]:
     ]
 
 
-def _spool(stream: IO[bytes], spool: IO[bytes], size: int, number: int) -> hashlib._Hash:
-    """Copy exactly ``size`` bytes into ``spool``, hashing them (ShortPart → refused)."""
-    digest, left = hashlib.sha256(), size
+def _spool(
+    stream: IO[bytes], spool: IO[bytes], size: int, number: int, digests: Mapping[str, bytes]
+) -> dict[str, hashlib._Hash]:
+    """Copy exactly ``size`` bytes into ``spool``, hashing them with SHA-256 and whatever
+    else ``digests`` names (too few or too many bytes: refused)."""
+    hashes = {"sha-256": hashlib.sha256()}
+    if "sha-512" in digests:
+        hashes["sha-512"] = hashlib.sha512()
+    left = size
     while left > 0 and (chunk := stream.read(min(left, MiB))):
-        digest.update(chunk)
+        for digest in hashes.values():
+            digest.update(chunk)
         spool.write(chunk)
         left -= len(chunk)
     if left or stream.read(1):
         raise Refused("invalid", "invalid_part", f"part {number} must hold exactly {size} bytes")
-    return digest
+    return hashes
 
 
 def _ranges(numbers: tuple[int, ...]) -> str:

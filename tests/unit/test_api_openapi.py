@@ -22,6 +22,7 @@ ERRORS = {
     (SUBMISSIONS, "get"): {"400", "401", "403", "404", "422"},
     (SUBMISSIONS, "post"): {"400", "401", "403", "404", "409", "413", "422", "429"},
     ("/api/v1/tasks/{task_name}/uploads", "post"): {"401", "403", "404", "413", "422", "429"},
+    ("/api/v1/uploads", "get"): {"401", "403"},
     ("/api/v1/uploads/{upload_id}", "get"): {"401", "403", "404"},
     ("/api/v1/uploads/{upload_id}", "delete"): {"401", "403", "404", "409", "429"},
     ("/api/v1/uploads/{upload_id}/parts/{number}", "put"): {

@@ -206,6 +206,7 @@ TABLE: list[tuple[str, str, Any, dict[str, int], int]] = [
     # resumable uploads: only their submitter's (an admin is no exception: 404)
     ("POST", "/api/v1/tasks/sentiment/uploads", {"size": 1000}, {"anonymous": 401, "alice_read": 403}, 201),
     ("POST", "/api/v1/tasks/qa/uploads", {"size": 1000}, {"anonymous": 401, "alice_read": 403, "carol": 201, "admin": 201}, 404),
+    ("GET", "/api/v1/uploads", None, {"anonymous": 401, "alice_submit": 403}, 200),
     ("GET", "/api/v1/uploads/{alice_upload}", None, {"anonymous": 401, "alice_submit": 403, "alice": 200, "alice_read": 200}, 404),
     ("GET", "/api/v1/uploads/{guessed}", None, {"anonymous": 401, "alice_submit": 403}, 404),
     ("PUT", "/api/v1/uploads/{alice_upload}/parts/1", None, {"anonymous": 401, "alice_read": 403, "alice": 422, "alice_submit": 422}, 404),

@@ -94,3 +94,34 @@ def test_local_parts_are_never_listed_as_blobs(tmp_path: Path) -> None:
     handle = blobs.start_parts("img.tar")
     _put(blobs, handle, 1, b"part")
     assert list(blobs.keys()) == ["kept.bin"]
+
+
+def test_two_sends_of_one_part_at_once_store_one_of_them_whole(tmp_path: Path) -> None:
+    """A part sent twice at once (two clients resuming one upload) is one send's bytes,
+    never a mix of both (S3 replaces a part whole by itself)."""
+    import threading
+
+    blobs = LocalBlobStore(tmp_path / "blobs")
+    handle = blobs.start_parts("img.tar")
+    sends = [_bytes(PART, 1), _bytes(PART, 2)]
+    for _ in range(3):
+        threads = [
+            threading.Thread(target=_put, args=(blobs, handle, 1, sends[i % 2])) for i in range(6)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        stored = (blobs.root / ".parts" / handle / "data").read_bytes()[:PART]
+        assert stored in sends
+
+
+def test_local_parts_are_private_to_the_service(tmp_path: Path) -> None:
+    blobs = LocalBlobStore(tmp_path / "blobs")
+    handle = blobs.start_parts("img.tar")
+    _put(blobs, handle, 1, b"part")
+    folder = blobs.root / ".parts" / handle
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert (folder / "data").stat().st_mode & 0o777 == 0o600
+    blobs.finish_parts("img.tar", handle, 1)
+    assert blobs.local_path("img.tar").stat().st_mode & 0o777 == 0o600

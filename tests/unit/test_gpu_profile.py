@@ -88,6 +88,7 @@ def test_a_failing_gpu_read_costs_a_sample_not_the_evaluation() -> None:
     assert summary is not None and summary["peak_memory_gib"] == 3.0
 
 
+@pytest.mark.slow  # two real evaluations: the full lane
 def test_a_job_that_required_gpus_has_them_in_its_profile(env: Env) -> None:  # noqa: F811
     needs_gpu = env.store.submit("sentiment", "on-gpu", FAKE, requirements=_gpus(1))[0]
     plain = env.store.submit("sentiment", "on-cpu", FAKE)[0]

@@ -280,6 +280,76 @@ def test_deleted_and_day_old_uploads_leave_no_parts(world: World) -> None:
     assert leftovers(world.service.blobs) == [] or _only_datasets(world)
 
 
+@pytest.mark.parametrize(
+    ("header", "status"),
+    [
+        ("SHA-256=:{sha256}:", 200),  # algorithm names in any case
+        ("sha-512=:{sha512}:", 200),
+        ("md5=:AAAA:, sha-256=:{sha256}:", 200),  # an algorithm we do not check is ignored
+        ("sha-512=:{other512}:", 422),
+        ("sha-256=:{sha256}:, sha-512=:{other512}:", 422),  # every one given is checked
+        ("md5=:AAAA:", 400),  # none we check: say so rather than store it unchecked
+        ("sha-256=:{sha256}:, " + "x" * 600, 400),
+        ("sha-256=:abc:", 400),
+        ("sha-256", 400),
+    ],
+)
+def test_the_digests_a_part_carries_are_checked(world: World, header: str, status: int) -> None:
+    upload = start(world.alice, len(world.tarball)).get_json()
+    part = world.parts(upload)[0]
+    values = {
+        "sha256": base64.b64encode(hashlib.sha256(part).digest()).decode(),
+        "sha512": base64.b64encode(hashlib.sha512(part).digest()).decode(),
+        "other512": base64.b64encode(hashlib.sha512(b"other").digest()).decode(),
+    }
+    answer = put(world.alice, upload["id"], 1, part, **{"Content-Digest": header.format(**values)})
+    assert answer.status_code == status, answer.get_json()
+    stored = world.alice.get(upload["url"]).get_json()["received"]
+    assert stored == ([1] if status == 200 else [])
+
+
+def test_starts_at_once_cannot_pass_the_open_uploads_limit(world: World) -> None:
+    import threading
+
+    world.service.rate_limits = RateLimits(writes=1000)
+    app = create_app(world.service)
+    token = issue_token(world.service, "carol", "researcher")
+    answers: list[int] = []
+    barrier = threading.Barrier(8)
+
+    def race() -> None:
+        client = signed_in(app.test_client(), token)
+        barrier.wait()
+        answers.append(start(client, 10).status_code)
+
+    threads = [threading.Thread(target=race) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(answers) == [201] * MAX_OPEN_UPLOADS + [429] * (8 - MAX_OPEN_UPLOADS)
+
+
+def test_unfinished_uploads_are_listed_and_named_when_too_many(world: World) -> None:
+    made = []
+    for _ in range(MAX_OPEN_UPLOADS):
+        world.clock.advance(61)
+        made.append(start(world.alice, 10).get_json()["id"])
+    listed = world.alice.get("/api/v1/uploads").get_json()["uploads"]
+    assert [u["id"] for u in listed] == made
+    assert world.bob.get("/api/v1/uploads").get_json()["uploads"] == []
+    world.clock.advance(61)
+    crowded = start(world.alice, 10).get_json()["error"]
+    assert crowded["details"]["uploads"] == made and made[0] in crowded["message"]
+
+
+def test_an_incomplete_upload_lists_its_missing_parts(world: World) -> None:
+    upload = start(world.alice, len(world.tarball)).get_json()
+    put(world.alice, upload["id"], 2, world.parts(upload)[1])
+    error = submit(world.alice, upload["id"]).get_json()["error"]
+    assert error["details"]["missing"] == [1, *range(3, upload["parts"] + 1)]
+
+
 def test_parts_are_not_writes_for_the_rate_limit(world: World) -> None:
     # writes=3 in this world: a start, every part and a submission pass
     upload = sent_whole(world)
