@@ -61,7 +61,7 @@ from usecases.submissions import (
     submit_runtime,
     submit_upload,
 )
-from usecases.uploads import submit_uploaded
+from usecases.uploads import submit_uploaded, upload_blob_key
 
 MAX_JSON_BYTES = 64 * 1024
 
@@ -264,11 +264,22 @@ def _requested_name() -> str | None:
     return name if isinstance(name, str) else None
 
 
+def _requested_upload() -> str | None:
+    """The resumable upload a JSON submission names, if it names one."""
+    if request.mimetype == "multipart/form-data":
+        return None
+    upload = _json_body().get("upload")
+    return upload if isinstance(upload, str) else None
+
+
 def _replayed(
     first: KeyedSubmission, task: TaskSpec, name: str | None
 ) -> tuple[dict[str, Any], int]:
-    """The first submission of a key, if this request asks for the same one."""
-    if first.task != task.name or (name is not None and name != first.name):
+    """The first submission of a key, if this request asks for the same one (the same
+    task and name, and the same upload when it names one)."""
+    upload = _requested_upload()
+    other_upload = upload is not None and first.blob != upload_blob_key(upload)
+    if first.task != task.name or (name is not None and name != first.name) or other_upload:
         raise ApiError(
             422,
             "idempotency_key_reused",

@@ -57,7 +57,12 @@ ERRORS = {
 errors = error_docs(blp, ERRORS)
 ok = success_docs(blp)
 
-FILENAME = validate.Regexp(r"^[^\x00-\x1f\x7f/\\]{1,255}$", error="1-255 characters, no / or \\")
+# A label for people and logs: no path separators, control characters (C0, C1) or
+# direction overrides, and not "." or ".."
+FILENAME = validate.Regexp(
+    r"^(?!\.{1,2}$)[^\x00-\x1f\x7f-\x9f/\\\u200e\u200f\u202a-\u202e\u2066-\u2069]{1,255}$",
+    error="1-255 characters, no / \\ or control characters, not . or ..",
+)
 
 
 class UploadStartSchema(Schema):
@@ -174,7 +179,7 @@ class Upload(MethodView):
         return _body(abandon_upload(service(), principal(), upload_id))
 
 
-@blp.route("/uploads/<upload_id>/parts/<int:number>", methods=["PUT"])
+@blp.route("/uploads/<upload_id>/parts/<int(min=1, max=10000):number>", methods=["PUT"])
 @ok(PartSchema)
 @errors(400, 401, 403, 404, 409, 422)
 @blp.doc(requestBody=PART_BODY, parameters=[DIGEST_PARAMETER])

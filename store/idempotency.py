@@ -21,6 +21,7 @@ class KeyedSubmission:
     task: str
     name: str
     status: str  # its newest job's
+    blob: str | None = None  # its uploaded image's key, if it was uploaded
 
 
 class DuplicateSubmission(Exception):
@@ -47,4 +48,5 @@ def find_by_key(db: Database, owner_id: str | None, key: str) -> KeyedSubmission
         ).all()
         first_job = str(jobs[0][0]) if jobs else None
         status = str(jobs[-1][1]) if jobs else "queued"
-        return KeyedSubmission(model.id, first_job, model.task, model.name, status)
+        blob = model.runtime.get("blob") if isinstance(model.runtime, dict) else None
+        return KeyedSubmission(model.id, first_job, model.task, model.name, status, blob)

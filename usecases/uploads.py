@@ -71,6 +71,11 @@ class ReceivedPart:
     sha256: str  # hex
 
 
+def upload_blob_key(upload_id: str) -> str:
+    """Where an upload's image lies once joined (and, submitted, its model's blob)."""
+    return f"uploads/{upload_id}.tar"
+
+
 def part_count(size: int, part_bytes: int) -> int:
     return max(1, -(-size // part_bytes))
 
@@ -119,7 +124,7 @@ def _started(
             details={"uploads": [record.id for record in unfinished]},
         )
     upload_id = str(uuid.uuid4())
-    key = f"uploads/{upload_id}.tar"
+    key = upload_blob_key(upload_id)
     handle = service.blobs.start_parts(key)
     record = UploadRecord(
         upload_id, task.name, who.user_id, filename, size, part_bytes, key, handle, now,

@@ -158,6 +158,20 @@ def test_parts_in_any_order_become_one_submission_of_the_same_bytes(world: World
     assert models(world.service) == 1
 
 
+def test_a_key_that_made_a_submission_from_one_upload_is_refused_for_another(
+    world: World,
+) -> None:
+    first = sent_whole(world)
+    assert submit(world.alice, first["id"], key="k-9").status_code == 201
+    world.clock.advance(61)
+    second = start(world.alice, len(world.tarball)).get_json()
+    world.clock.advance(61)
+    again = submit(world.alice, second["id"], key="k-9")
+    assert again.status_code == 422
+    assert again.get_json()["error"]["code"] == "idempotency_key_reused"
+    assert world.alice.get(second["url"]).get_json()["state"] == "receiving"
+
+
 def test_a_part_sent_again_replaces_it_and_a_dropped_one_is_not_stored(world: World) -> None:
     upload = start(world.alice, len(world.tarball)).get_json()
     parts = world.parts(upload)
@@ -190,7 +204,7 @@ def test_a_part_that_differs_from_its_digest_is_refused_and_not_stored(world: Wo
 
 @pytest.mark.parametrize(
     ("number", "size_change", "status"),
-    [(0, 0, 422), (99, 0, 422), (1, -1, 422), (1, 1, 422)],
+    [(0, 0, 404), (10_001, 0, 404), (99, 0, 422), (1, -1, 422), (1, 1, 422)],
 )
 def test_parts_out_of_range_or_of_the_wrong_size_are_refused(
     world: World, number: int, size_change: int, status: int
@@ -200,7 +214,7 @@ def test_parts_out_of_range_or_of_the_wrong_size_are_refused(
     data = data[:size_change] if size_change < 0 else data + b"x" * size_change
     answer = put(world.alice, upload["id"], number, data)
     assert answer.status_code == status and "error" in answer.get_json()
-    if status == 422:  # no such part of this upload
+    if status == 422:  # no such part of this upload (0 and 10,001: no part's URL at all)
         assert answer.get_json()["error"]["code"] == "invalid_part"
     assert world.alice.get(upload["url"]).get_json()["received"] == []
 
@@ -246,6 +260,14 @@ def test_other_users_see_no_upload_of_alices(world: World) -> None:
     ):
         assert answer.status_code == 404 and answer.get_json()["error"]["code"] == "unknown_upload"
     assert world.alice.get(upload["url"]).get_json()["received"] == []
+
+
+@pytest.mark.parametrize(
+    "name", ["a/b.tar", "..", ".", "x\u0085y", "evil\u202ergat.tar", "\x00", "x" * 256, ""]
+)
+def test_odd_file_names_are_refused(world: World, name: str) -> None:
+    answer = world.alice.post(f"/api/v1/tasks/{TASK}/uploads", json={"size": 10, "filename": name})
+    assert answer.status_code == 422, answer.get_json()
 
 
 def test_sizes_and_open_uploads_are_bounded(world: World) -> None:

@@ -83,7 +83,7 @@ def _path(rule: str, walk: Walk) -> str:
         "filename": "none.css",
         "number": "1",
     }
-    return re.sub(r"<(?:\w+:)?(\w+)>", lambda m: names.get(m.group(1), str(uuid.uuid4())), rule)
+    return re.sub(r"<(?:[^<>]*:)?(\w+)>", lambda m: names.get(m.group(1), str(uuid.uuid4())), rule)
 
 
 def _expected_refusal(need: Need, role: str, scopes: tuple[str, ...]) -> int | None:
