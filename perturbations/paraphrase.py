@@ -16,16 +16,20 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import random
 import re
+from collections.abc import Callable
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from perturbations.perturbation import Perturbation, register
-from perturbations.text import match_case, replace_sampled, word_set
-from perturbations.wordnet import load_wordnet
+from perturbations.text import LEXICON_DIR, LexiconError, match_case, replace_sampled, word_set
 
 WORDS_PER_SYNONYM = 6
+SYNONYMS_FILE = "paraphrase_synonyms.json"
 PUNCT_P = 0.5
 _WORDS = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)?")
 
@@ -99,25 +103,15 @@ class ParaphrasePerturbation(Perturbation):
     version = "1"
 
     def __init__(self, wordnet: Any | None = None) -> None:
-        self.wordnet = wordnet if wordnet is not None else load_wordnet()
-        self._synonyms = lru_cache(maxsize=65536)(self._find_synonyms)
-
-    def _find_synonyms(self, word: str) -> tuple[str, ...]:
-        """Up to two frequent single-word synonyms of ``word``, or () when it is not eligible."""
-        if word in STOPWORDS or len(word) < 3:
-            return ()
-        poses = {pos: self.wordnet.morphy(word, pos) for pos in "nvar"}
-        found = [pos for pos, base in poses.items() if base is not None]
-        if len(found) != 1 or poses[found[0]] != word:
-            return ()
-        counts: dict[str, int] = {}
-        for synset in self.wordnet.synsets(word, found[0])[:1]:
-            for lemma in synset.lemmas():
-                name = lemma.name()
-                if name != word and name.isalpha() and name.islower() and len(name) >= 3:
-                    counts[name] = max(counts.get(name, 0), lemma.count())
-        ranked = sorted((-count, name) for name, count in counts.items() if count > 0)
-        return tuple(name for _, name in ranked[:2])
+        """``wordnet``: a WordNet reader to look synonyms up in as words come; without one,
+        the prepared table of every word's synonyms (``load_synonym_table``), which gives
+        exactly what WordNet would."""
+        self._synonyms: Callable[[str], tuple[str, ...]]
+        if wordnet is not None:
+            self._synonyms = lru_cache(maxsize=65536)(functools.partial(find_synonyms, wordnet))
+        else:
+            table = load_synonym_table()
+            self._synonyms = lambda word: table.get(word, ())
 
     def _substitute(self, text: str, rng: random.Random) -> str:
         words = list(_WORDS.finditer(text))
@@ -149,3 +143,53 @@ class ParaphrasePerturbation(Perturbation):
 
 
 register("paraphrase")(ParaphrasePerturbation)
+
+
+def find_synonyms(wordnet: Any, word: str) -> tuple[str, ...]:
+    """Up to two frequent single-word synonyms of ``word``, or () when it is not eligible:
+    a content word that is the base form of exactly one part of speech."""
+    if word in STOPWORDS or len(word) < 3:
+        return ()
+    poses = {pos: wordnet.morphy(word, pos) for pos in "nvar"}
+    found = [pos for pos, base in poses.items() if base is not None]
+    if len(found) != 1 or poses[found[0]] != word:
+        return ()
+    counts: dict[str, int] = {}
+    for synset in wordnet.synsets(word, found[0])[:1]:
+        for lemma in synset.lemmas():
+            name = lemma.name()
+            if name != word and name.isalpha() and name.islower() and len(name) >= 3:
+                counts[name] = max(counts.get(name, 0), lemma.count())
+    ranked = sorted((-count, name) for name, count in counts.items() if count > 0)
+    return tuple(name for _, name in ranked[:2])
+
+
+def synonym_table(wordnet: Any) -> dict[str, tuple[str, ...]]:
+    """``find_synonyms`` of every word it can give synonyms for. Only a word WordNet
+    indexes can be its own base form, so every other word has none: the table is exact."""
+    words = {
+        name
+        for pos in "nvar"
+        for name in wordnet.all_lemma_names(pos)
+        if name.islower() and _WORDS.fullmatch(name)
+    }
+    found = {word: find_synonyms(wordnet, word) for word in sorted(words)}
+    return {word: synonyms for word, synonyms in found.items() if synonyms}
+
+
+def load_synonym_table(path: Path | None = None) -> dict[str, tuple[str, ...]]:
+    """The prepared synonym table (``configs/lexicons/paraphrase_synonyms.json``, written
+    from WordNet 3.0 by ``tools/lexicons/paraphrase_synonyms.py``): read in a fraction of
+    a second, where loading WordNet itself takes seconds."""
+    path = path or LEXICON_DIR / SYNONYMS_FILE
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise LexiconError(f"{path.name}: cannot be read ({exc})") from None
+    table = raw.get("synonyms") if isinstance(raw, dict) else None
+    if not isinstance(table, dict) or not all(
+        isinstance(found, list) and all(isinstance(w, str) for w in found)
+        for found in table.values()
+    ):
+        raise LexiconError(f"{path.name}: synonyms must map words to lists of words")
+    return {word: tuple(found) for word, found in table.items()}

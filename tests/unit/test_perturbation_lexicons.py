@@ -167,7 +167,60 @@ def test_missing_wordnet_names_the_debian_package(tmp_path, monkeypatch):
         load_wordnet(tmp_path)
     monkeypatch.setenv("DYNAEVAL_WORDNET_DIR", str(tmp_path / "absent"))
     with pytest.raises(WordNetMissing, match="missing index.noun"):
-        ParaphrasePerturbation()
+        load_wordnet()
+    # the perturbation itself reads its prepared table: no WordNet needed to run it
+    assert ParaphrasePerturbation().apply("The movie was about a car.", 1) == (
+        "The film was about a car"
+    )
+
+
+def test_the_paraphrase_perturbation_loads_without_nltk() -> None:
+    """Building and applying ``paraphrase`` reads the prepared table, not WordNet (which
+    took 5-12 s to load in every process)."""
+    script = (
+        "import sys\n"
+        "from perturbations.perturbation import get_perturbation\n"
+        "print(get_perturbation('paraphrase').apply('The movie was about a car.', 1))\n"
+        "print('nltk' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert done.stdout.split("\n")[:2] == ["The film was about a car", "False"]
+
+
+@pytest.mark.slow
+def test_the_synonym_table_is_what_wordnet_gives() -> None:
+    """The shipped table equals a fresh build from the installed WordNet (a new one with
+    other synonyms fails here: regenerate the file and bump the perturbation's version)."""
+    tool = Path(ROOT) / "tools" / "lexicons" / "paraphrase_synonyms.py"
+    done = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.slow
+def test_the_table_paraphrases_every_shipped_text_as_wordnet_does() -> None:
+    """Looked up as words come (WordNet) or read from the table: the same text for every
+    example of every shipped dataset, at two seeds."""
+    from configs.paths import CONFIG_DIR
+    from evaluator.inputs.datasets import load_examples
+    from evaluator.tasks import load_tasks
+
+    live = ParaphrasePerturbation(load_wordnet())
+    prepared = ParaphrasePerturbation()
+    texts = {
+        value
+        for task in load_tasks(CONFIG_DIR / "tasks").values()
+        for round_spec in task.rounds
+        for dataset in round_spec.datasets
+        for example in load_examples(task, dataset, CONFIG_DIR)
+        for value in example.inputs.values()
+        if isinstance(value, str)
+    }
+    assert len(texts) > 500
+    for text in sorted(texts):
+        for seed in (1, 2):
+            assert prepared.apply(text, seed) == live.apply(text, seed), text
 
 
 @pytest.mark.slow
