@@ -252,3 +252,17 @@ def test_the_typo_perturbation_loads_without_nlpaug_numpy_or_pillow() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_every_lexicon_file_is_installed_with_the_package() -> None:
+    """An installed Dynaeval (the deployment image's) must carry every lexicon: a file
+    that no package-data pattern names is missing there, and its perturbation fails."""
+    import fnmatch
+    import tomllib
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["configs"]
+    for path in LEXICON_DIR.iterdir():
+        relative = path.relative_to(ROOT / "configs").as_posix()
+        assert any(fnmatch.fnmatch(relative, pattern) for pattern in patterns), relative
