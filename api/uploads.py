@@ -24,6 +24,7 @@ from usecases.uploads import (
     abandon_upload,
     open_uploads,
     receive_part,
+    receiving_upload,
     start_upload,
     upload_status,
 )
@@ -119,7 +120,12 @@ DIGEST_PARAMETER = {
     "in": "header",
     "name": DIGEST_HEADER,
     "required": False,
-    "schema": {"type": "string", "maxLength": MAX_DIGEST_HEADER},
+    "schema": {
+        "type": "string",
+        "maxLength": MAX_DIGEST_HEADER,
+        "pattern": r"^\s*[A-Za-z0-9-]+\s*=\s*:[A-Za-z0-9+/=]*:\s*"
+        r"(,\s*[A-Za-z0-9-]+\s*=\s*:[A-Za-z0-9+/=]*:\s*)*$",
+    },
     "description": "sha-256=:<base64>: and/or sha-512=:<base64>: (RFC 9530): a part that "
     "differs is not stored; a header naming neither is 400 bad_digest",
 }
@@ -187,14 +193,10 @@ class Upload(MethodView):
 def put_part(upload_id: str, number: int) -> dict[str, Any]:
     """Store part ``number`` (from 1) of an upload of yours; sending it again replaces it.
     Its size must be exact. Parts are not rate-limited one by one: starting paid."""
+    receiving_upload(service(), principal(), upload_id)  # another's is 404 before all else
+    digests = _digests(request.headers.get(DIGEST_HEADER))
     found: ReceivedPart = receive_part(
-        service(),
-        principal(),
-        upload_id,
-        number,
-        request.stream,
-        request.content_length,
-        _digests(request.headers.get(DIGEST_HEADER)),
+        service(), principal(), upload_id, number, request.stream, request.content_length, digests
     )
     return {"number": found.number, "size": found.size, "sha256": found.sha256}
 

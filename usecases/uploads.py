@@ -275,6 +275,12 @@ def _drop(service: Service, record: UploadRecord) -> None:
     Uploads(service.db).remove(record.id)
 
 
+def receiving_upload(service: Service, who: Principal, upload_id: str) -> UploadRecord:
+    """An upload of the caller's that takes parts (404 for anyone else's, 409 once it is
+    being submitted or was): what an adapter checks before it reads a part's headers."""
+    return _receiving(service, who, upload_id)
+
+
 def _owned(service: Service, who: Principal, upload_id: str) -> UploadRecord:
     record = Uploads(service.db).get(upload_id)
     if record is None or record.owner_id != who.user_id:
