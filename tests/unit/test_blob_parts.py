@@ -16,7 +16,8 @@ MiB = 1 << 20
 PART = 5 * MiB  # S3's smallest part but the last
 
 
-@pytest.fixture(params=["local", "s3"])
+# S3 through moto's server costs seconds a case: the full lane runs it, the fast lane not
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.slow)])
 def blobs(request: pytest.FixtureRequest, tmp_path: Path) -> BlobStore:
     if request.param == "local":
         return LocalBlobStore(tmp_path / "blobs")

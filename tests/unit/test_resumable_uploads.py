@@ -65,7 +65,8 @@ class World:
         return [self.tarball[i : i + step] for i in range(0, len(self.tarball), step)]
 
 
-@pytest.fixture(params=["local", "s3"])
+# S3 through moto's server costs seconds a case: the full lane runs it, the fast lane not
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.slow)])
 def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
     clock = ManualClock()
     service = Service.open(tmp_path / "data", clock=clock)
