@@ -232,11 +232,12 @@ class LocalBlobStore(BlobStore):
 
     def stored_parts(self, key: str, handle: str) -> list[StoredPart]:
         folder = self._existing_parts(handle)
-        found = [
-            StoredPart(int(path.name.removeprefix("part-")), int(path.read_text()))
-            for path in folder.glob("part-*")
-            if not path.name.startswith(".")
-        ]
+        found = []
+        for path in folder.glob("part-*"):
+            with suppress(FileNotFoundError):  # being sent again, or the parts just went
+                found.append(
+                    StoredPart(int(path.name.removeprefix("part-")), int(path.read_text()))
+                )
         return sorted(found, key=lambda part: part.number)
 
     def finish_parts(self, key: str, handle: str, count: int) -> int:

@@ -281,19 +281,19 @@ def _exactly(source: BinaryIO, size: int) -> Iterator[IO[bytes]]:
     """A seekable file holding ``size`` bytes of ``source`` from where it stands (botocore
     seeks a body to sign and retry it): the source itself when it holds exactly that, else
     a copy in a temporary file. ShortPart if it ends before."""
-    with suppress(OSError, ValueError, AttributeError):
+    exact = False
+    with suppress(OSError, ValueError, AttributeError):  # not seekable: copy it
         start = source.tell()
         exact = source.seek(0, os.SEEK_END) - start == size
         source.seek(start)
-        if exact:
-            yield source
-            return
-    spool = tempfile.SpooledTemporaryFile(max_size=MiB)  # noqa: SIM115 (closed below)
-    left = size
-    while left > 0 and (chunk := source.read(min(left, MiB))):
-        spool.write(chunk)
-        left -= len(chunk)
-    with spool:
+    if exact:
+        yield source  # outside the suppress: the upload's own errors stay its own
+        return
+    with tempfile.SpooledTemporaryFile(max_size=MiB) as spool:
+        left = size
+        while left > 0 and (chunk := source.read(min(left, MiB))):
+            spool.write(chunk)
+            left -= len(chunk)
         if left:
             raise ShortPart(f"the part ended {left} bytes short of {size}")
         spool.seek(0)

@@ -110,10 +110,29 @@ class Uploads:
         was: UploadState,
         to: UploadState,
         model_id: str | None = None,
+        expires_at: datetime | None = None,
     ) -> bool:
-        """Move an upload from state ``was`` to ``to``; False if it was not in ``was`` (a
-        concurrent request moved it first)."""
-        return self._update(upload_id, was, state=to.value, model_id=model_id)
+        """Move an upload from state ``was`` to ``to`` (and keep it until ``expires_at`` when
+        given); False if it was not in ``was`` (a concurrent request moved it first)."""
+        values: dict[str, object] = {"state": to.value, "model_id": model_id}
+        if expires_at is not None:
+            values["expires_at"] = expires_at
+        return self._update(upload_id, was, **values)
+
+    def claim_expired(self, upload_id: str, now: datetime) -> bool:
+        """Take a receiving upload past its time for dropping (False if a part kept it
+        meanwhile, or a submission took it)."""
+        with self.db.session() as session, session.begin():
+            done = session.execute(
+                update(UploadRow)
+                .where(
+                    UploadRow.id == upload_id,
+                    UploadRow.state == UploadState.RECEIVING.value,
+                    UploadRow.expires_at <= now,
+                )
+                .values(state=UploadState.FINISHING.value)
+            )
+            return bool(done.rowcount)  # type: ignore[attr-defined]
 
     def remove(self, upload_id: str) -> None:
         with self.db.session() as session, session.begin():

@@ -12,12 +12,14 @@ idempotency and quota rules as a one-request upload; an upload becomes one submi
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
+import logging
 import tempfile
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import IO, BinaryIO, cast
 
 from configs.schema import TaskSpec
@@ -38,10 +40,12 @@ from usecases.submissions import (
     upload_spec,
 )
 
+log = logging.getLogger(__name__)
 MiB = 1 << 20
 MAX_PARTS = 10_000  # S3's most parts in one object
 MAX_OPEN_UPLOADS = 3  # per submitter: each may hold up to the image limit on disk
 UPLOAD_TTL = timedelta(hours=24)  # an upload no part has reached for this long is dropped
+STALE_FINISHING = timedelta(hours=24)  # then an upload still "being submitted" crashed
 SWEEP_BATCH = 20
 SPOOL_IN_MEMORY = MiB  # a part's first MiB is held in memory, the rest in a temporary file
 
@@ -106,7 +110,11 @@ def start_upload(
 def open_uploads(service: Service, who: Principal) -> list[UploadStatus]:
     """The caller's unfinished uploads, oldest first (to resume or drop one)."""
     found = Uploads(service.db).open_of(who.user_id, service.clock.now())
-    return [upload_status(service, who, record.id) for record in found]
+    statuses = []
+    for record in found:
+        with contextlib.suppress(Refused):  # submitted or dropped while we listed
+            statuses.append(upload_status(service, who, record.id))
+    return statuses
 
 
 def _started(
@@ -234,7 +242,10 @@ def submit_uploaded(
             details={"missing": list(status.missing)},
         )
     uploads = Uploads(service.db)
-    if not uploads.move(upload_id, UploadState.RECEIVING, UploadState.FINISHING):
+    # kept a full day from now: joining and inspecting gigabytes takes its time, and the
+    # sweep never touches an upload being submitted before STALE_FINISHING past this
+    kept = service.clock.now() + UPLOAD_TTL
+    if not uploads.move(upload_id, UploadState.RECEIVING, UploadState.FINISHING, expires_at=kept):
         raise _busy(upload_id)
     try:
         service.blobs.finish_parts(record.blob_key, record.handle, status.parts)
@@ -257,21 +268,39 @@ def submit_uploaded(
 
 
 def sweep_expired(service: Service) -> int:
-    """Drop uploads no part reached for ``UPLOAD_TTL`` (and forget submitted ones then)."""
-    uploads = Uploads(service.db)
-    swept = uploads.expired(service.clock.now(), SWEEP_BATCH)
-    for record in swept:
-        if record.state is UploadState.SUBMITTED:
-            uploads.remove(record.id)  # the blob is its submission's now
-        elif uploads.move(record.id, record.state, UploadState.FINISHING):
-            _drop(service, record)
-    return len(swept)
+    """Drop receiving uploads no part reached for ``UPLOAD_TTL`` with their parts; forget
+    submitted ones then. An upload being submitted is left alone, and so is its image: it
+    may be a submission's by now (one stuck there for ``STALE_FINISHING`` loses its row
+    and parts, never the image). A failure is logged and costs the caller nothing."""
+    uploads, now = Uploads(service.db), service.clock.now()
+    swept = 0
+    for record in uploads.expired(now, SWEEP_BATCH):
+        try:
+            swept += _sweep(service, uploads, record, now)
+        except Exception:  # a store hiccup must not refuse someone's new upload
+            log.warning("sweeping upload %s failed", record.id, exc_info=True)
+    return swept
+
+
+def _sweep(service: Service, uploads: Uploads, record: UploadRecord, now: datetime) -> int:
+    if record.state is UploadState.SUBMITTED:
+        uploads.remove(record.id)  # the image is its submission's
+        return 1
+    if record.state is UploadState.FINISHING:
+        if record.expires_at + STALE_FINISHING > now:
+            return 0
+        service.blobs.abort_parts(record.blob_key, record.handle)
+        uploads.remove(record.id)  # the image stays: a submission may hold it
+        return 1
+    if not uploads.claim_expired(record.id, now):
+        return 0  # a part arrived, or a submission took it, meanwhile
+    _drop(service, record)
+    return 1
 
 
 def _drop(service: Service, record: UploadRecord) -> None:
+    """A receiving upload's parts and row (its image was never joined)."""
     service.blobs.abort_parts(record.blob_key, record.handle)
-    if record.state is not UploadState.SUBMITTED:
-        service.blobs.delete(record.blob_key)  # a finish that never became a submission
     Uploads(service.db).remove(record.id)
 
 
@@ -305,8 +334,8 @@ def _receiving(service: Service, who: Principal, upload_id: str) -> UploadRecord
 def _stored(service: Service, record: UploadRecord) -> list[ReceivedPart]:
     try:
         parts = service.blobs.stored_parts(record.blob_key, record.handle)
-    except PartsNotFound:
-        raise _unknown(record.id) from None
+    except PartsNotFound:  # the store dropped them (an S3 lifecycle rule): none are left
+        return []
     return [
         ReceivedPart(p.number, p.size, "") for p in parts if p.size == part_size(record, p.number)
     ]

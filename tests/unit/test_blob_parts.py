@@ -126,3 +126,22 @@ def test_local_parts_are_private_to_the_service(tmp_path: Path) -> None:
     assert (folder / "data").stat().st_mode & 0o777 == 0o600
     blobs.finish_parts("img.tar", handle, 1)
     assert blobs.local_path("img.tar").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.slow
+def test_an_s3_error_while_sending_a_part_is_that_error(
+    s3: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection reset while S3 reads the part is reported as itself, not as a part
+    that ended short."""
+    store = s3_store(s3, tmp_path)
+    handle = store.start_parts("img.tar")
+
+    def reset(**kwargs: object) -> None:
+        kwargs["Body"].read(4)  # type: ignore[attr-defined]
+        raise OSError("connection reset by peer")
+
+    monkeypatch.setattr(store.client, "upload_part", reset)  # type: ignore[attr-defined]
+    with pytest.raises(OSError, match="connection reset"):
+        store.put_part("img.tar", handle, 1, 0, io.BytesIO(b"x" * 100), 100)
+    store.abort_parts("img.tar", handle)

@@ -377,3 +377,73 @@ def test_parts_are_not_writes_for_the_rate_limit(world: World) -> None:
     # writes=3 in this world: a start, every part and a submission pass
     upload = sent_whole(world)
     assert submit(world.alice, upload["id"]).status_code == 201
+
+
+def test_a_sweep_during_a_long_submission_keeps_its_image(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Someone starts an upload a day after this one's last part, while this one is being
+    joined and inspected: the sweep must not take the image the submission is made of."""
+    from usecases import uploads as use_cases
+
+    upload = sent_whole(world)
+    world.clock.advance(25 * 3600)  # past the last part's day: only a submission keeps it
+    real_inspect = use_cases.inspect_image
+
+    def slow_inspection(*args: Any, **kwargs: Any) -> str:
+        world.clock.advance(2 * 3600)
+        assert start(world.bob, 10).status_code == 201  # bob's start sweeps
+        return real_inspect(*args, **kwargs)
+
+    monkeypatch.setattr(use_cases, "inspect_image", slow_inspection)
+    made = submit(world.alice, upload["id"])
+    assert made.status_code == 201, made.get_json()
+    assert stored_image(world.service, made.get_json()["id"]) == world.tarball
+    assert world.alice.get(upload["url"]).get_json()["state"] == "submitted"
+
+
+def test_an_upload_stuck_being_submitted_loses_its_row_never_its_image(world: World) -> None:
+    from store.uploads import Uploads, UploadState
+    from usecases.uploads import STALE_FINISHING, UPLOAD_TTL, sweep_expired
+
+    upload = sent_whole(world)
+    record = Uploads(world.service.db).get(upload["id"])
+    assert record is not None
+    world.service.blobs.finish_parts(record.blob_key, record.handle, upload["parts"])
+    # a crash after the join: the row says "finishing" for ever
+    Uploads(world.service.db).move(record.id, UploadState.RECEIVING, UploadState.FINISHING)
+    world.clock.advance((UPLOAD_TTL + STALE_FINISHING).total_seconds() - 60)
+    assert sweep_expired(world.service) == 0
+    world.clock.advance(120)
+    assert sweep_expired(world.service) == 1
+    assert Uploads(world.service.db).get(record.id) is None
+    assert world.service.blobs.get_bytes(record.blob_key) == world.tarball
+
+
+def test_a_failing_sweep_does_not_refuse_a_new_upload(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start(world.alice, len(world.tarball))
+    world.clock.advance(25 * 3600)
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise OSError("the store is away")
+
+    monkeypatch.setattr(world.service.blobs, "abort_parts", broken)
+    assert start(world.bob, 10).status_code == 201
+
+
+def test_an_upload_whose_parts_the_store_dropped_can_be_listed_and_deleted(
+    world: World,
+) -> None:
+    from store.uploads import Uploads
+
+    upload = start(world.alice, len(world.tarball)).get_json()
+    put(world.alice, upload["id"], 1, world.parts(upload)[0])
+    record = Uploads(world.service.db).get(upload["id"])
+    assert record is not None
+    world.service.blobs.abort_parts(record.blob_key, record.handle)  # a lifecycle rule
+    listed = world.alice.get("/api/v1/uploads").get_json()["uploads"]
+    assert [(u["id"], u["received"]) for u in listed] == [(upload["id"], [])]
+    assert world.alice.delete(upload["url"]).status_code == 200
+    assert world.alice.get("/api/v1/uploads").get_json()["uploads"] == []
