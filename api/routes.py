@@ -220,9 +220,10 @@ class Submissions(MethodView):
             return _replayed(exc.first, task, _requested_name())
         except Refused as exc:
             # a retry while its first request was still being checked: that one may have
-            # taken the last of the quota meanwhile, and then it is the answer
+            # taken the last of the quota (or the upload) meanwhile, and then it is the answer
             first = _made_by(key)
-            if exc.kind != "too_many" or first is None:
+            retry_of_first = exc.kind == "too_many" or exc.code == "upload_submitted"
+            if not retry_of_first or first is None:
                 raise
             return _replayed(first, task, _requested_name())
         return _submitted_body(task, submitted.model_id, submitted.job_id, submitted.name)

@@ -59,6 +59,9 @@ CONNECT_TIMEOUT_S = 10.0
 # by a second per this many bytes (a 185 MB upload waits 60 s + 37 s).
 SERVER_CHECK_BYTES_PER_S = 5 * 1024**2
 SUBMIT_RETRIES = 2  # retries of a submission (same idempotency key) after a timeout
+# A retry that finds its upload still being submitted by the request that timed out waits
+# for it, up to BUSY_WAITS x BUSY_WAIT_S (joining and checking gigabytes takes minutes).
+BUSY_WAITS, BUSY_WAIT_S = 60, 5.0
 
 
 class DynaevalClient:
@@ -198,16 +201,26 @@ class DynaevalClient:
     def _submit_retried(self, send: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """``send`` again (same key) after a timeout or a lost connection; the answer says
         ``retried`` how many times it took, and ``replayed`` when the first one had landed."""
-        for retry in range(SUBMIT_RETRIES + 1):
+        busy_waits = 0
+        retry = 0
+        while True:
             try:
                 answer = send()
             except (requests.Timeout, requests.ConnectionError):
                 if retry == SUBMIT_RETRIES:
                     raise
                 time.sleep(min(2.0**retry, 10.0))
+                retry += 1
+                continue
+            except ApiClientError as exc:
+                # the request that timed out is still joining the upload: once it lands,
+                # the same key answers with its submission
+                if exc.code != "upload_busy" or not retry or busy_waits == BUSY_WAITS:
+                    raise
+                busy_waits += 1
+                time.sleep(BUSY_WAIT_S)
                 continue
             return answer | ({"retried": retry} if retry else {})
-        raise AssertionError("unreachable")
 
     def submission(self, model_id: str) -> dict[str, Any]:
         return self._call("GET", f"/submissions/{model_id}")

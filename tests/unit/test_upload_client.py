@@ -166,3 +166,33 @@ def test_the_cli_refuses_an_upload_id_without_a_server(
     argv = ["submit", str(live.tarball), "--task", "sentiment", "--name", "big"]
     assert main([*argv, "--upload-id", "x"]) == 3
     assert "give --server too" in capsys.readouterr().err
+
+
+def test_a_retry_waits_for_its_first_request_to_finish_the_upload(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The submission timed out while the server joined the parts: the retry finds the
+    upload busy, waits, and gets the first request's submission (replayed)."""
+    from client.errors import ApiClientError
+
+    monkeypatch.setattr(sdk, "BUSY_WAIT_S", 0.0)
+    monkeypatch.setattr("client.sdk.time.sleep", lambda _s: None)
+    answers: list[Any] = [
+        requests.Timeout("read timed out"),
+        ApiClientError(409, "upload_busy", "upload u is being submitted"),
+        ApiClientError(409, "upload_busy", "upload u is being submitted"),
+        {"id": "m1", "replayed": True},
+    ]
+
+    def send() -> dict[str, Any]:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    api = DynaevalClient("http://127.0.0.1:9", api_key="k")
+    assert api._submit_retried(send) == {"id": "m1", "replayed": True, "retried": 1}
+    # without a request of its own in flight, a busy upload is someone else's: an error
+    answers[:] = [ApiClientError(409, "upload_busy", "upload u is being submitted")]
+    with pytest.raises(ApiClientError, match="upload_busy"):
+        api._submit_retried(send)
