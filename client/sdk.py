@@ -111,17 +111,8 @@ class DynaevalClient:
         a replay with ``replayed: true``. ``publish``: results public once scored (None:
         the task's default). ``requirements``: what the worker must have, e.g.
         ``{"gpus": 1, "labels": ["eu"]}`` (only such a worker runs it)."""
-        key = idempotency_key or str(uuid.uuid4())
         body: dict[str, Any] = {"name": name, "runtime": runtime}
-        if publish is not None:
-            body["publish"] = publish
-        if requirements:
-            body["requirements"] = requirements
-        return self._submit_retried(
-            lambda: self._call(
-                "POST", f"/tasks/{task}/submissions", json=body, headers={IDEMPOTENCY_HEADER: key}
-            )
-        )
+        return self._submit_json(task, body, idempotency_key, publish, requirements)
 
     def submit_image(
         self,
@@ -153,19 +144,7 @@ class DynaevalClient:
                 self, task, tarball, upload_id=upload_id, progress=progress, started=started
             )
             body: dict[str, Any] = {"name": name, "upload": sent, "protocol": protocol}
-            if publish is not None:
-                body["publish"] = publish
-            if requirements:
-                body["requirements"] = requirements
-            return self._submit_retried(
-                lambda: self._call(
-                    "POST",
-                    f"/tasks/{task}/submissions",
-                    json=body,
-                    headers={IDEMPOTENCY_HEADER: key},
-                    timeout=timeout,
-                )
-            )
+            return self._submit_json(task, body, key, publish, requirements, timeout)
         form = {"name": name, "protocol": protocol}
         if publish is not None:
             form["publish"] = "true" if publish else "false"
@@ -197,6 +176,31 @@ class DynaevalClient:
     def drop_upload(self, upload_id: str) -> None:
         """Drop an unfinished resumable upload of yours."""
         self._call("DELETE", f"/uploads/{upload_id}")
+
+    def _submit_json(
+        self,
+        task: str,
+        body: dict[str, Any],
+        idempotency_key: str | None,
+        publish: bool | None,
+        requirements: dict[str, Any] | None,
+        timeout: float | tuple[float, float] | None = None,
+    ) -> dict[str, Any]:
+        """POST a JSON submission (``body`` with the options set), retried with one key."""
+        key = idempotency_key or str(uuid.uuid4())
+        if publish is not None:
+            body["publish"] = publish
+        if requirements:
+            body["requirements"] = requirements
+        return self._submit_retried(
+            lambda: self._call(
+                "POST",
+                f"/tasks/{task}/submissions",
+                json=body,
+                headers={IDEMPOTENCY_HEADER: key},
+                timeout=timeout or self.timeout,
+            )
+        )
 
     def _submit_retried(self, send: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """``send`` again (same key) after a timeout or a lost connection; the answer says

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from configs.settings import LocalLocation, Settings, load_settings, parse_store_url
 
@@ -156,18 +156,7 @@ class LocalBlobStore(BlobStore):
     def put_file(self, key: str, source: BinaryIO) -> int:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        size = 0
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as tmp:
-                while chunk := source.read(1 << 20):
-                    tmp.write(chunk)
-                    size += len(chunk)
-            os.replace(name, path)
-        except BaseException:  # a failed or refused write leaves nothing behind
-            Path(name).unlink(missing_ok=True)
-            raise
-        return size
+        return _write_atomically(path, source)
 
     def get_bytes(self, key: str) -> bytes:
         try:
@@ -220,15 +209,10 @@ class LocalBlobStore(BlobStore):
             done.unlink(missing_ok=True)  # its bytes are about to change
             with (folder / "data").open("r+b") as data:
                 data.seek(offset)
-                left = size
-                while left > 0 and (chunk := source.read(min(left, COPY_BYTES))):
-                    data.write(chunk)
-                    left -= len(chunk)
-                if left:
-                    raise ShortPart(f"part {number} ended {left} bytes short of {size}")
+                copy_exactly(source, data, size)
                 data.flush()
                 os.fsync(data.fileno())
-            _write_atomically(done, str(size).encode())
+            _write_atomically(done, io.BytesIO(str(size).encode()))
 
     def stored_parts(self, key: str, handle: str) -> list[StoredPart]:
         folder = self._existing_parts(handle)
@@ -280,15 +264,33 @@ class LocalBlobStore(BlobStore):
             os.close(fd)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def copy_exactly(source: BinaryIO, target: IO[bytes], size: int) -> None:
+    """Copy ``size`` bytes of ``source`` into ``target`` a MiB at a time; ShortPart if the
+    source ends before."""
+    left = size
+    while left > 0 and (chunk := source.read(min(left, COPY_BYTES))):
+        target.write(chunk)
+        left -= len(chunk)
+    if left:
+        raise ShortPart(f"the part ended {left} bytes short of {size}")
+
+
+def _write_atomically(path: Path, source: BinaryIO) -> int:
+    """Stream ``source`` into ``path`` through a temporary file beside it (0600): readers
+    see the whole file or none, and a failed or refused write leaves nothing behind.
+    Returns the bytes written."""
+    size = 0
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as tmp:
-            tmp.write(data)
+            while chunk := source.read(COPY_BYTES):
+                tmp.write(chunk)
+                size += len(chunk)
         os.replace(name, path)
     except BaseException:
         Path(name).unlink(missing_ok=True)
         raise
+    return size
 
 
 def open_blob_store(

@@ -25,9 +25,9 @@ from store.blobs import (
     BlobStore,
     PartsNotFound,
     PresignedUpload,
-    ShortPart,
     StoredPart,
     check_key,
+    copy_exactly,
 )
 
 if TYPE_CHECKING:
@@ -290,12 +290,7 @@ def _exactly(source: BinaryIO, size: int) -> Iterator[IO[bytes]]:
         yield source  # outside the suppress: the upload's own errors stay its own
         return
     with tempfile.SpooledTemporaryFile(max_size=MiB) as spool:
-        left = size
-        while left > 0 and (chunk := source.read(min(left, MiB))):
-            spool.write(chunk)
-            left -= len(chunk)
-        if left:
-            raise ShortPart(f"the part ended {left} bytes short of {size}")
+        copy_exactly(source, cast("IO[bytes]", spool), size)
         spool.seek(0)
         yield cast("IO[bytes]", spool)
 
