@@ -148,7 +148,10 @@ def _started(
 
 def upload_status(service: Service, who: Principal, upload_id: str) -> UploadStatus:
     """An upload of the caller's (404 for anyone else's), with the parts it holds."""
-    record = _owned(service, who, upload_id)
+    return _status_of(service, _owned(service, who, upload_id))
+
+
+def _status_of(service: Service, record: UploadRecord) -> UploadStatus:
     if record.state is not UploadState.RECEIVING:
         return UploadStatus(
             record, tuple(range(1, part_count(record.size, record.part_bytes) + 1)), record.size
@@ -203,9 +206,7 @@ def receive_part(
 
 def abandon_upload(service: Service, who: Principal, upload_id: str) -> UploadStatus:
     """Drop an unfinished upload of the caller's and its parts; it as it was."""
-    status = upload_status(service, who, upload_id)
-    if status.record.state is not UploadState.RECEIVING:
-        _receiving(service, who, upload_id)  # says why not
+    status = _status_of(service, _receiving(service, who, upload_id))
     if not Uploads(service.db).move(upload_id, UploadState.RECEIVING, UploadState.FINISHING):
         raise _busy(upload_id)  # a submission took it meanwhile
     _drop(service, status.record)
@@ -233,7 +234,7 @@ def submit_uploaded(
         raise Refused(
             "invalid", "invalid_upload", f"upload {upload_id} is for task {record.task!r}"
         )
-    status = upload_status(service, who, upload_id)
+    status = _status_of(service, record)
     if status.missing:
         raise Refused(
             "conflict",
