@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
 
+from apispec import APISpec
 from flask import Flask
-from flask_smorest import Api
+from flask_smorest import Api, Blueprint
 from werkzeug.wrappers import Response
 
 from api import auth, bodies, compression, errors, metrics, ratelimit
@@ -31,9 +34,58 @@ from usecases.service import Service
 
 
 class DynaevalApi(Api):
-    """flask-smorest's Api, documenting errors as they really leave (``api.errors``)."""
+    """flask-smorest's Api, documenting errors as they really leave (``api.errors``).
+
+    Routes are served as soon as a blueprint is registered; their OpenAPI documentation is
+    written the first time the document is read. Writing it costs more than the rest of
+    making an app, and a server (or a test) that never serves the document never pays."""
 
     ERROR_SCHEMA = ErrorSchema
+
+    def __init__(self, app: Flask, **kwargs: Any) -> None:
+        self._undocumented: list[tuple[Blueprint, str, list[Any] | None]] = []
+        self._finishers: list[Callable[[APISpec], None]] = []
+        self._documenting = threading.Lock()
+        self._document: APISpec | None = None
+        super().__init__(app, **kwargs)
+
+    @property
+    def spec(self) -> APISpec | None:
+        """The OpenAPI document, every registered blueprint written into it."""
+        if self._undocumented:
+            self._write_documentation()
+        return self._document
+
+    @spec.setter
+    def spec(self, value: APISpec | None) -> None:
+        self._document = value
+
+    def register_blueprint(
+        self, blp: Blueprint, *, parameters: list[Any] | None = None, **options: Any
+    ) -> None:
+        """Serve ``blp`` now; document it when the document is first read."""
+        name = options.get("name", blp.name)
+        self._app.extensions["flask-smorest"]["blp_name_to_api"][name] = self
+        self._app.register_blueprint(blp, **options)
+        with self._documenting:
+            self._undocumented.append((blp, name, parameters))
+
+    def finish_document(self, finisher: Callable[[APISpec], None]) -> None:
+        """Run ``finisher`` on the document each time blueprints are written into it."""
+        self._finishers.append(finisher)
+
+    def _write_documentation(self) -> None:
+        with self._documenting:  # two first readers at once write it once
+            if not self._undocumented or self._document is None:
+                return
+            for blp, name, parameters in self._undocumented:
+                blp.register_views_in_doc(
+                    self, self._app, self._document, name=name, parameters=parameters
+                )
+                self._document.tag({"name": name, "description": blp.description})
+            self._undocumented.clear()
+            for finish in self._finishers:
+                finish(self._document)
 
 
 def create_app(service: Service, allowed_hosts: Iterable[str] | None = None) -> Flask:
@@ -64,7 +116,7 @@ def create_app(service: Service, allowed_hosts: Iterable[str] | None = None) -> 
     api.register_blueprint(adversary_blp)
     api.register_blueprint(uploads_blp)
     api.register_blueprint(downloads)
-    auth.document_rights(api.spec)
+    api.finish_document(auth.document_rights)
     app.register_blueprint(pages)
     app.register_blueprint(view_pages)
     app.register_blueprint(round_pages)

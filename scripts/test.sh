@@ -31,9 +31,13 @@ export PATH PYTHON
 # Types: strict on the pure packages, the shared vocabulary and worker/, default elsewhere.
 "$PYTHON" -m mypy
 # Three processes on two cores: many tests wait on subprocesses, containers or a database.
+# Tests are handed out one at a time, longest first (tests/conftest.py orders them): xdist's
+# default sends each process a long run of consecutive tests up front, and the one that got
+# the compose, chaos and serve tests then ran alone for minutes after the others had ended.
 WORKERS="${DYNAEVAL_TEST_WORKERS:-3}"
+PARALLEL=(-n "$WORKERS" --maxschedchunk 1)
 if [[ $FAST == 1 ]]; then
-  exec "$PYTHON" -m pytest -q -n "$WORKERS" -m "not slow" tests/unit "$@"
+  exec "$PYTHON" -m pytest -q "${PARALLEL[@]}" -m "not slow" tests/unit "$@"
 fi
 # Set up above guarantees an engine: a Docker test that would skip fails instead.
 export DYNAEVAL_REQUIRE_DOCKER=1
@@ -48,6 +52,6 @@ run_part() {
         status=$code
     fi
 }
-run_part -n "$WORKERS" -m "not measurement" "$@"
+run_part "${PARALLEL[@]}" -m "not measurement" "$@"
 run_part -p no:xdist -m measurement "$@"
 exit "$status"

@@ -3,11 +3,14 @@ both content types, every route's error responses, and no parameter a route igno
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+from flask_smorest import Blueprint
 from openapi_spec_validator import validate
 
 from api.app import create_app
@@ -301,3 +304,53 @@ def test_security_is_declared(spec: dict[str, Any]) -> None:
         assert security, (path, method)
         public = path == "/api/v1/session" and method == "post"  # the login: 401 = bad password
         assert ({} in security) == (public or "401" not in statuses), (path, method)
+
+
+def test_the_document_written_on_first_read_is_the_same_for_readers_at_once(
+    spec: dict[str, Any], tmp_path: Path
+) -> None:
+    """The document is written when first read: readers arriving together on a new app all
+    get the whole of it, the rights included, exactly as a later reader does."""
+    service = Service.open(tmp_path / "data")
+    try:
+        app = create_app(service)
+        barrier = threading.Barrier(4)
+
+        def read() -> dict[str, Any]:
+            barrier.wait()
+            got: dict[str, Any] = app.test_client().get("/api/v1/openapi.json").get_json()
+            return got
+
+        with ThreadPoolExecutor(4) as pool:
+            documents = list(pool.map(lambda _: read(), range(4)))
+        later = app.test_client().get("/api/v1/openapi.json").get_json()
+    finally:
+        service.close()
+    assert all(document == spec for document in documents)
+    assert later == spec
+    submit = spec["paths"][SUBMISSIONS]["post"]
+    assert submit["x-required-scope"] == "submit" and "401" in submit["responses"]
+
+
+def test_a_blueprint_registered_after_a_read_is_documented_with_its_rights(
+    tmp_path: Path,
+) -> None:
+    service = Service.open(tmp_path / "data")
+    try:
+        app = create_app(service)
+        api = app.extensions["flask-smorest"]["blp_name_to_api"]["uploads"]
+        assert "/api/v1/late" not in api.spec.to_dict()["paths"]
+        late = Blueprint("late", __name__, url_prefix="/api/v1")
+
+        @late.route("/late")
+        @late.response(200)
+        def late_route() -> dict[str, Any]:
+            return {}
+
+        api.register_blueprint(late)
+        document = api.spec.to_dict()
+    finally:
+        service.close()
+    assert "late" in [tag["name"] for tag in document["tags"]]
+    assert "get" in document["paths"]["/api/v1/late"]
+    assert document["paths"][SUBMISSIONS]["post"]["x-required-scope"] == "submit"
