@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
@@ -39,7 +39,9 @@ from store.sealing import Sealer
 from store.webhooks import WebhookStore
 from worker.capabilities import detect
 from worker.sandboxes import REAP_EVERY_S, SandboxReaper
-from worker.worker import Worker, default_worker_id
+
+if TYPE_CHECKING:  # the worker (and the evaluator, pandas) load only where workers run:
+    from worker.worker import Worker  # a CLI command on accounts or tokens starts faster
 
 log = logging.getLogger(__name__)
 _LIVE_LOCK = threading.Lock()
@@ -144,6 +146,8 @@ class Service:
 
     def start_workers(self, count: int = 1, **options: Any) -> None:
         """Run ``count`` embedded workers in daemon threads."""
+        from worker.worker import Worker, default_worker_id
+
         allow_registries_for_pulls(self.allowed_registries)  # they pull what the API accepted
         if count:  # they claim what this machine can run (and what needs nothing)
             options.setdefault("capabilities", detect())

@@ -5,8 +5,10 @@ commands that use them. Checked by what is imported, never by the clock."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from configs.paths import REPO_ROOT
 
@@ -34,3 +36,30 @@ def _heavy_imports(*args: str) -> list[str]:
 def test_help_imports_no_heavy_library() -> None:
     assert _heavy_imports("--help") == []
     assert _heavy_imports("submit", "--help") == []
+
+
+_RUN_PROBE = """
+import contextlib, io, json, sys
+from client.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+    main(sys.argv[1:])
+print(json.dumps(sorted(m for m in ("pandas", "worker.worker") if m in sys.modules)))
+"""
+
+
+def test_account_commands_on_the_local_database_load_no_worker(tmp_path: Path) -> None:
+    """Users and tokens on the local database open the store, never the worker and the
+    evaluator it brings (pandas among them): only commands that evaluate or run workers pay
+    for those."""
+    env = {**os.environ, "DYNAEVAL_DATA_DIR": str(tmp_path / "data")}
+    for args in (("users", "list", "--json"), ("tokens", "list", "--user", "nobody")):
+        found = subprocess.run(
+            [sys.executable, "-c", _RUN_PROBE, *args],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        assert json.loads(found.stdout.strip().splitlines()[-1]) == [], args
