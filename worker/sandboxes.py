@@ -30,10 +30,14 @@ class SandboxReaper:
         worker_id: str,
         every_s: float = REAP_EVERY_S,
         min_age_s: float = 60.0,
+        owner: str | None = None,
     ) -> None:
-        """``min_age_s``: younger runs are not judged (one being created has no guard yet)."""
+        """``min_age_s``: younger runs are not judged (one being created has no guard yet).
+        ``owner``: only sandboxes with this owner label (as ``DockerRuntime``'s
+        ``label_owner``) are judged; None: every sandbox on the engine."""
         self.store, self.clock, self.worker_id = store, clock, worker_id
         self.every, self.min_age_s = timedelta(seconds=every_s), min_age_s
+        self.owner = owner
         self._last: datetime | None = None
         self._lock = threading.Lock()
 
@@ -48,7 +52,9 @@ class SandboxReaper:
             from evaluator.runtimes.docker.reaper import reap_orphans
 
             removed = reap_orphans(
-                lambda lease: not self.store.lease_dead(lease), min_age_s=self.min_age_s
+                lambda lease: not self.store.lease_dead(lease),
+                min_age_s=self.min_age_s,
+                owner=self.owner,
             )
         except Exception as exc:  # no engine, or the store is away: try at the next pass
             log.debug("no sandbox reaping: %s", exc, extra={"worker_id": self.worker_id})

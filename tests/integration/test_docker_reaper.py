@@ -71,7 +71,8 @@ def test_a_dead_lease_is_reaped_and_a_live_one_kept(docker_client, example_image
         for runtime in (dead, live):
             runtime.start()
             runtime._hard_stop_timer.cancel()  # as if the worker had died
-        labelled = {"label": f"{sandbox.LEASE}=lease-dead"}
+        # this process's sandboxes only: another test may run one under the same lease name
+        labelled = {"label": [f"{sandbox.LEASE}=lease-dead", f"{sandbox.OWNER}={owner}"]}
         assert len(docker_client.api.containers(all=True, filters=labelled)) == 2
         assert len(docker_client.api.networks(filters=labelled)) == 1
         asked: list[str] = []
@@ -224,12 +225,16 @@ def test_a_worker_reaps_the_sandbox_of_a_lease_its_store_says_is_dead(
     store.submit("sentiment", "m", {"kind": "docker", "image": "x", "protocol": "v1"})
     job = store.claim("w", lease_s=30)
     assert job is not None
-    dead_run, foreign_run = (
+    other_owner = f"{owner}-other"
+    dead_run, foreign_run, others_run = (
         fake_run(docker_client, owner, job.lease),
         fake_run(docker_client, owner, "lease-of-another-deployment"),
+        fake_run(docker_client, other_owner, job.lease),
     )
     try:
-        reaper = SandboxReaper(store, clock, "w2", min_age_s=0)
+        # confined to this test's sandboxes: one judging every owner with no minimum age
+        # would take other tests' sandboxes while they are being created
+        reaper = SandboxReaper(store, clock, "w2", min_age_s=0, owner=owner)
         assert reaper.maybe_reap(force=True) == 0  # the lease still holds its job
         assert objects_of(docker_client, dead_run)
         clock.advance(31)  # the worker died: its lease runs out
@@ -237,8 +242,10 @@ def test_a_worker_reaps_the_sandbox_of_a_lease_its_store_says_is_dead(
         assert reaper.maybe_reap(force=True) == 3  # guard, model, network
         assert objects_of(docker_client, dead_run) == []
         assert len(objects_of(docker_client, foreign_run)) == 3
+        assert len(objects_of(docker_client, others_run)) == 3  # another owner's: not judged
     finally:
         reap_orphans(lambda lease: False, docker_client, min_age_s=0, owner=owner)
+        reap_orphans(lambda lease: False, docker_client, min_age_s=0, owner=other_owner)
         store.db.dispose()
 
 
