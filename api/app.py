@@ -83,9 +83,11 @@ class DynaevalApi(Api):
                     self, self._app, self._document, name=name, parameters=parameters
                 )
                 self._document.tag({"name": name, "description": blp.description})
-            self._undocumented.clear()
             for finish in self._finishers:
                 finish(self._document)
+            # emptied last: until then a reader finds work left and waits on the lock,
+            # instead of taking a document the finishers are still writing
+            self._undocumented.clear()
 
 
 def create_app(service: Service, allowed_hosts: Iterable[str] | None = None) -> Flask:

@@ -32,7 +32,7 @@ export PATH PYTHON
 "$PYTHON" -m mypy
 # Three processes on two cores: many tests wait on subprocesses, containers or a database
 # (four were 11:02 against 11:36, but the Docker engine then failed to start containers
-# now and then: "runc create failed"). Tests are handed out one at a time, longest first (tests/conftest.py orders them): xdist's default sends each
+# now and then: "runc create failed"). Tests are handed out one or two at a time, longest first (tests/conftest.py orders them): xdist's default sends each
 # process a long run of consecutive tests up front, and the one that got the compose, chaos
 # and serve tests then ran alone for minutes after the others had ended.
 WORKERS="${DYNAEVAL_TEST_WORKERS:-3}"

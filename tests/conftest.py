@@ -330,7 +330,7 @@ _DOCKER_BEFORE = pytest.StashKey[set[str] | None]()
 
 # -- markers by folder, and the longest first -------------------------------------------------
 _FOLDERS = ("unit", "integration", "acceptance", "browser", "chaos", "deploy")
-# Handed out one at a time (scripts/test.sh), a run ends when its last long test does: the
+# Handed out one or two at a time (scripts/test.sh), a run ends when its last long test does: the
 # folders whose tests take longest start first, slow tests before the rest within a folder (a
 # stable sort, the same in every worker, as xdist requires).
 _START_ORDER = {"deploy": 0, "chaos": 1, "acceptance": 2, "browser": 3, "integration": 4}
