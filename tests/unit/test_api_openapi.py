@@ -4,6 +4,7 @@ both content types, every route's error responses, and no parameter a route igno
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -354,3 +355,38 @@ def test_a_blueprint_registered_after_a_read_is_documented_with_its_rights(
     assert "late" in [tag["name"] for tag in document["tags"]]
     assert "get" in document["paths"]["/api/v1/late"]
     assert document["paths"][SUBMISSIONS]["post"]["x-required-scope"] == "submit"
+
+
+def test_a_reader_arriving_while_the_rights_are_written_waits_for_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rights are written last: a second reader arriving meanwhile must wait for them,
+    not take the document without its security and scopes."""
+    from api import auth
+
+    writing, go_on = threading.Event(), threading.Event()
+    document_rights = auth.document_rights
+
+    def slow_rights(spec: Any) -> None:
+        writing.set()
+        go_on.wait(5)
+        document_rights(spec)
+
+    monkeypatch.setattr(auth, "document_rights", slow_rights)
+    service = Service.open(tmp_path / "data")
+    try:
+        app = create_app(service)
+        api = app.extensions["flask-smorest"]["blp_name_to_api"]["uploads"]
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(lambda: api.spec)
+            assert writing.wait(5)
+            second = pool.submit(  # what it sees when it gets the document
+                lambda: api.spec.to_dict()["paths"][SUBMISSIONS]["post"].get("x-required-scope")
+            )
+            time.sleep(0.2)  # the second reader has arrived; the rights are not written yet
+            go_on.set()
+            first.result(5)
+            scope = second.result(5)
+    finally:
+        service.close()
+    assert scope == "submit"
