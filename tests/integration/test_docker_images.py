@@ -8,6 +8,7 @@ import gzip
 import io
 import json
 import lzma
+import os
 import shutil
 import socket
 import subprocess
@@ -36,7 +37,9 @@ from tests.integration.conftest import remove_images
 pytestmark = pytest.mark.docker
 
 LIMITS = Limits(max_image_bytes=16 * 1024**2)
-TINY = ("dynaeval-test/tiny-a:latest", "dynaeval-test/tiny-b:latest")
+# Each test process builds its own (the tag is in the content, so the ids differ too): the
+# module's tests run in several processes at once, and one's teardown removes its images.
+TINY = tuple(f"dynaeval-test/tiny-{name}-{os.getpid()}:latest" for name in ("a", "b"))
 
 
 def save(path: Path, *names: str, compress: bool | str = False) -> Path:
