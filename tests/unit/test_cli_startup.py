@@ -21,16 +21,22 @@ print(json.dumps(sorted(m for m in ("sqlalchemy", "numpy", "flask", "pandas") if
 """
 
 
-def _heavy_imports(*args: str) -> list[str]:
+def _imported(probe: str, *args: str, env: dict[str, str] | None = None) -> list[str]:
+    """What ``probe`` (run with ``args`` in a fresh interpreter) prints as loaded."""
     found = subprocess.run(
-        [sys.executable, "-c", _PROBE, *args],
+        [sys.executable, "-c", probe, *args],
         cwd=REPO_ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
     return list(json.loads(found.stdout.strip().splitlines()[-1]))
+
+
+def _heavy_imports(*args: str) -> list[str]:
+    return _imported(_PROBE, *args)
 
 
 def test_help_imports_no_heavy_library() -> None:
@@ -53,13 +59,4 @@ def test_account_commands_on_the_local_database_load_no_worker(tmp_path: Path) -
     for those."""
     env = {**os.environ, "DYNAEVAL_DATA_DIR": str(tmp_path / "data")}
     for args in (("users", "list", "--json"), ("tokens", "list", "--user", "nobody")):
-        found = subprocess.run(
-            [sys.executable, "-c", _RUN_PROBE, *args],
-            cwd=REPO_ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        assert json.loads(found.stdout.strip().splitlines()[-1]) == [], args
+        assert _imported(_RUN_PROBE, *args, env=env) == [], args
