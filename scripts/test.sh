@@ -53,6 +53,7 @@ run_part() {
         status=$code
     fi
 }
-run_part "${PARALLEL[@]}" -m "not measurement" "$@"
+# The slowest thirty are listed at the end, so a CI log says where the minutes went.
+run_part "${PARALLEL[@]}" --durations=30 -m "not measurement" "$@"
 run_part -p no:xdist -m measurement "$@"
 exit "$status"

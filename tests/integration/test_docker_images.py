@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import tarfile
+import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -147,20 +148,28 @@ def test_tarball_over_the_size_limit(docker_client, zoo_image, tmp_path):
 
 def test_small_tarball_of_a_large_image(docker_client, zoo_image, tmp_path):
     """Compressed it is tiny; unpacked it is over the limit: refused, and not kept."""
-    image = zoo_image("big_image")
-    image_id = docker_client.images.get(image).id
-    tarball = save(tmp_path / "big.tar", image, compress=True)
+    tag, image_id = own_copy(docker_client, zoo_image("big_image"), tmp_path)
+    tarball = save(tmp_path / "big.tar", tag, compress=True)
     assert tarball.stat().st_size < LIMITS.max_image_bytes
-    remove_images(docker_client, image, image_id)
-    try:
-        with pytest.raises(EvaluationError) as exc_info:
-            load_tarball(tarball, LIMITS, docker_client)
-        assert "unpacks to" in assert_code(exc_info, FailureCode.IMAGE_TOO_LARGE)
-        assert not docker_client.images.list(filters={"reference": image})
-        with pytest.raises(EvaluationError):
-            image_ref(image_id, docker_client)
-    finally:
-        docker_client.images.load(tarball.read_bytes())  # leave the zoo image for others
+    remove_images(docker_client, tag, image_id)
+    with pytest.raises(EvaluationError) as exc_info:
+        load_tarball(tarball, LIMITS, docker_client)
+    assert "unpacks to" in assert_code(exc_info, FailureCode.IMAGE_TOO_LARGE)
+    assert not docker_client.images.list(filters={"reference": tag})
+    with pytest.raises(EvaluationError):
+        image_ref(image_id, docker_client)
+
+
+def own_copy(client, image: str, tmp_path: Path) -> tuple[str, str]:
+    """(tag, id) of ``image`` plus a unique label: this test may remove it while other
+    processes save or push the shared zoo image (the layers are shared, not copied)."""
+    nonce = uuid.uuid4().hex
+    context = tmp_path / f"copy-{nonce}"
+    context.mkdir()
+    (context / "Dockerfile").write_text(f"FROM {image}\nLABEL dynaeval-test-nonce={nonce}\n")
+    tag = f"dynaeval-test/copy-{nonce[:12]}:latest"
+    built, _ = client.images.build(path=str(context), tag=tag, rm=True, pull=False)
+    return tag, built.id
 
 
 SMALL = Limits(max_image_bytes=1024**2)

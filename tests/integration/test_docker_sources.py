@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from docker.errors import ImageNotFound
+from docker.models.images import ImageCollection
 
 from configs.schema import Limits
 from configs.vocabulary.failures import FailureCode
@@ -88,18 +89,31 @@ def test_registry_source_pulls_runs_and_removes(
         remove_images(docker_client, reference)
 
 
-def test_registry_source_refuses_paths_and_image_ids(docker_client, example_image, tmp_path):
+def test_registry_source_refuses_paths_and_image_ids(
+    docker_client, example_image, tmp_path, monkeypatch
+):
     (tmp_path / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\n")
     blobs = LocalBlobStore(tmp_path / "blobs")
     blobs.put_bytes("uploads/other.tar", b"someone else's upload")
     example_id = docker_client.images.get(example_image(EXAMPLE)).id
-    before = {image.id for image in docker_client.images.list(all=True)}
+    # Nothing may be built, loaded, looked up or pulled: any such call fails the test. (Comparing the
+    # engine's image list before and after cannot tell: tests beside this one build images.)
+    calls: list[str] = []
+    for verb in ("build", "load", "pull", "get_registry_data"):
+        monkeypatch.setattr(ImageCollection, verb, _refused(verb, calls))
     for image in (str(tmp_path), str(blobs.local_path("uploads/other.tar")), example_id, "~/m"):
         spec = {"kind": "docker", "source": "registry", "image": image}
         with pytest.raises(ValueError):
             make_runtime(spec, LIMITS, blobs)
-    # nothing was built, loaded or pulled (a test running beside this one may remove images)
-    assert {image.id for image in docker_client.images.list(all=True)} - before == set()
+    assert calls == []
+
+
+def _refused(verb: str, calls: list[str]):
+    def refuse(*args, **kwargs):
+        calls.append(verb)
+        raise AssertionError(f"images.{verb} was called")
+
+    return refuse
 
 
 def test_uploaded_images_are_removed_after_the_run(
