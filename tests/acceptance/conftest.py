@@ -1,9 +1,11 @@
-"""Acceptance fixtures: the real ``dynaeval`` command as a subprocess, in a temporary data
-folder, talking to 127.0.0.1 only."""
+"""Acceptance fixtures: the ``dynaeval`` command, in this process or as a real one, in a
+temporary data folder, talking to 127.0.0.1 only."""
 
 from __future__ import annotations
 
 import contextlib
+import io
+import logging
 import os
 import shutil
 import signal
@@ -57,7 +59,24 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 
 @pytest.fixture
 def run(cli_env: dict[str, str]) -> Run:
-    """``run("tasks", "--json")`` → CompletedProcess (text), bounded by a timeout."""
+    """``run("tasks", "--json")`` → CompletedProcess (text): ``dynaeval``'s ``main`` called in
+    this process, with the command's environment, folder and output streams, so a case costs
+    its work and not an interpreter's start. Where the process itself is the point (a worker,
+    signals, a terminal, the console script), use ``run_process``; every subcommand is also
+    started once as a process (``test_every_subcommand_has_help``)."""
+
+    def _run(
+        *args: str, timeout: float = 180, cwd: Path = REPO
+    ) -> subprocess.CompletedProcess[str]:
+        del timeout  # pytest-timeout bounds an in-process case (pyproject's ``timeout``)
+        return run_in_process(list(args), cli_env, cwd)
+
+    return _run
+
+
+@pytest.fixture
+def run_process(cli_env: dict[str, str]) -> Run:
+    """``run`` as a real ``dynaeval`` process, bounded by a timeout."""
 
     def _run(
         *args: str, timeout: float = 180, cwd: Path = REPO
@@ -73,6 +92,52 @@ def run(cli_env: dict[str, str]) -> Run:
         )
 
     return _run
+
+
+def run_in_process(
+    args: list[str], env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """``client.cli.main(args)`` as a process would see it: exactly ``env`` as the
+    environment, ``cwd`` as the folder, stdout and stderr captured (not terminals), warnings
+    logged to stderr, and the process-wide state it may change (signal handlers) restored."""
+    from client.cli import main
+
+    saved_env, saved_cwd = dict(os.environ), Path.cwd()
+    saved_signals = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    out, err = io.StringIO(), io.StringIO()
+    # a process logs its warnings to stderr (main's basicConfig); pytest already holds the
+    # root logger's handlers here, so the case's own handler stands in for it
+    to_stderr = logging.StreamHandler(err)
+    to_stderr.setLevel(logging.INFO if {"-v", "--verbose"} & set(args) else logging.WARNING)
+    root = logging.getLogger()
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    root.addHandler(to_stderr)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(args)
+            except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
+                code = exit_code(exc)
+    finally:
+        root.removeHandler(to_stderr)
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        for sig, handler in saved_signals.items():
+            signal.signal(sig, handler)
+    return subprocess.CompletedProcess(["dynaeval", *args], code, out.getvalue(), err.getvalue())
+
+
+def exit_code(exc: SystemExit) -> int:
+    """The status a process ending with ``exc`` would have."""
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    print(exc.code, file=sys.stderr)  # sys.exit("message"): printed, status 1
+    return 1
 
 
 def answers(base: str) -> bool:

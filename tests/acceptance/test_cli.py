@@ -35,8 +35,9 @@ def test_top_level_help_lists_every_subcommand(run: Run) -> None:
 
 
 @pytest.mark.parametrize("command", SUBCOMMANDS)
-def test_every_subcommand_has_help(run: Run, command: str) -> None:
-    done = run(command, "--help")
+def test_every_subcommand_has_help(run_process: Run, command: str) -> None:
+    """Each subcommand once as a real process: the console script and its imports."""
+    done = run_process(command, "--help")
     assert done.returncode == 0, done.stderr
     assert f"usage: dynaeval {command}" in done.stdout
 
@@ -187,7 +188,9 @@ def test_dynascore_missing_file_exits_2(run: Run, tmp_path: Path) -> None:
 
 
 # -- submit, worker --burst, status, leaderboard (local database) ----------------------------
-def test_submit_then_worker_burst_drains_the_queue(run: Run, tmp_path: Path) -> None:
+def test_submit_then_worker_burst_drains_the_queue(
+    run: Run, run_process: Run, tmp_path: Path
+) -> None:
     tarball = tmp_path / "model.tar"
     tarball.write_bytes(image_tar())  # a valid layout whose layers no engine can load
     ids = []
@@ -197,7 +200,7 @@ def test_submit_then_worker_burst_drains_the_queue(run: Run, tmp_path: Path) -> 
         created = json.loads(done.stdout)
         assert created["status"] == "queued"
         ids.append(created["id"])
-    burst = run("worker", "--burst", timeout=240)
+    burst = run_process("worker", "--burst", timeout=240)
     assert burst.returncode == 0, burst.stderr
     assert "done" in burst.stdout and "failed" in burst.stdout
     for model_id in ids:
@@ -210,7 +213,7 @@ def test_submit_then_worker_burst_drains_the_queue(run: Run, tmp_path: Path) -> 
         assert job["failure"]["code"] in ("image_not_loadable", "platform_error"), job
         if job["status"] == "failed":
             assert job["failure"]["message"]
-    again = run("worker", "--burst")
+    again = run_process("worker", "--burst")
     assert again.returncode == 0 and "0 done" in again.stdout
 
 

@@ -375,7 +375,7 @@ def _saved_example(tmp_path: Path) -> Path:
 @pytest.mark.docker
 @pytest.mark.slow
 def test_wait_fail_under_with_a_real_worker(
-    run: Run, cli_env: dict[str, str], tmp_path: Path, service: Service
+    run_process: Run, cli_env: dict[str, str], tmp_path: Path, service: Service
 ) -> None:
     tarball = str(_saved_example(tmp_path))
     common = ["--task", "sentiment", "--wait", "--timeout", "600", "--json"]
@@ -383,7 +383,7 @@ def test_wait_fail_under_with_a_real_worker(
     failing = submit_in_background(cli_env, tarball, "--name", "no", "--fail-under", "101", *common)
     try:  # both are queued before the worker drains the queue
         wait_until(lambda: len(models(service)) == 2, 120, "both submissions to be queued")
-        worker = run("worker", "--burst", "--name", "acceptance", timeout=600)
+        worker = run_process("worker", "--burst", "--name", "acceptance", timeout=600)
         assert worker.returncode == 0, worker.stderr
         assert "2 done" in worker.stdout, worker.stdout
         out_pass, err_pass = passing.communicate(timeout=120)
