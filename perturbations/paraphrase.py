@@ -75,25 +75,45 @@ _EXPAND = {short: long for long, short in _CONTRACT.items()}
 _FLIP = {**_CONTRACT, **_EXPAND}
 
 
-def _flip_pattern() -> re.Pattern[str]:
+def _flip_pattern(*, ascii_lower: bool = False) -> re.Pattern[str]:
+    """Every form, longest first. ``ascii_lower``: for lower-cased ASCII text, so without
+    IGNORECASE, and with the forms' first letters as a lookahead: most positions then fail
+    at one character instead of at every form (about 3x faster)."""
     forms = sorted(_FLIP, key=len, reverse=True)
     alternatives = [re.escape(f).replace(r"\ ", r"\s+").replace("'", "['’]") for f in forms]
-    return re.compile(r"\b(?:" + "|".join(alternatives) + r")\b", re.IGNORECASE)
+    if not ascii_lower:
+        return re.compile(r"\b(?:" + "|".join(alternatives) + r")\b", re.IGNORECASE)
+    firsts = "".join(sorted({form[0] for form in forms}))
+    return re.compile(r"\b(?=[" + firsts + r"])(?:" + "|".join(alternatives) + r")\b")
 
 
 _FLIP_RE = _flip_pattern()
+_FLIP_LOWER_RE = _flip_pattern(ascii_lower=True)
+_SPACES = re.compile(r"\s+")
 _COMMA_CONJ = re.compile(r",(?= (?:and|but) )")
+_ENDS_WITH_STOP = re.compile(r"[A-Za-z]\.$")
+_ENDS_WITH_LETTER = re.compile(r"[A-Za-z]$")
 
 
-def _flip(match: re.Match[str]) -> str:
-    source = match.group()
-    key = re.sub(r"\s+", " ", source.lower().replace("’", "'"))
+def _flipped(source: str) -> str:
+    key = _SPACES.sub(" ", source.lower().replace("’", "'"))
     return match_case(source, _FLIP[key])
 
 
 def flip_contractions(text: str) -> str:
     """Every listed contraction expanded and every listed expansion contracted."""
-    return _FLIP_RE.sub(_flip, text)
+    if not text.isascii():  # lower() may change a non-ASCII text's length, so its offsets
+        return _FLIP_RE.sub(lambda match: _flipped(match.group()), text)
+    parts: list[str] = []
+    last = 0
+    for match in _FLIP_LOWER_RE.finditer(text.lower()):  # same offsets as in ``text``
+        start, end = match.span()
+        parts += [text[last:start], _flipped(text[start:end])]
+        last = end
+    if not parts:
+        return text
+    parts.append(text[last:])
+    return "".join(parts)
 
 
 class ParaphrasePerturbation(Perturbation):
@@ -107,15 +127,25 @@ class ParaphrasePerturbation(Perturbation):
         the prepared table of every word's synonyms (``load_synonym_table``), which gives
         exactly what WordNet would."""
         self._synonyms: Callable[[str], tuple[str, ...]]
+        self._table: dict[str, tuple[str, ...]] | None = None
         if wordnet is not None:
             self._synonyms = lru_cache(maxsize=65536)(functools.partial(find_synonyms, wordnet))
         else:
-            table = load_synonym_table()
+            # only what can be used, so that ``_eligible`` needs no other check
+            table = {w: found for w, found in load_synonym_table().items() if w.islower() and found}
+            self._table = table
             self._synonyms = lambda word: table.get(word, ())
+
+    def _eligible(self, words: list[re.Match[str]]) -> list[re.Match[str]]:
+        """The words a synonym may replace: lower case, with synonyms."""
+        if self._table is not None:  # its words are all lower case: membership is enough
+            table = self._table
+            return [m for m in words if m[0] in table]
+        return [m for m in words if m[0].islower() and self._synonyms(m[0])]
 
     def _substitute(self, text: str, rng: random.Random) -> str:
         words = list(_WORDS.finditer(text))
-        eligible = [m for m in words if m.group().islower() and self._synonyms(m.group())]
+        eligible = self._eligible(words)
         if not eligible:
             return text
         count = min(len(eligible), max(1, len(words) // WORDS_PER_SYNONYM))
@@ -128,9 +158,9 @@ class ParaphrasePerturbation(Perturbation):
         if _COMMA_CONJ.search(text) and rng.random() < PUNCT_P:
             text = _COMMA_CONJ.sub("", text, count=1)
         if rng.random() < PUNCT_P:
-            if re.search(r"[A-Za-z]\.$", text):
+            if _ENDS_WITH_STOP.search(text):
                 text = text[:-1]
-            elif re.search(r"[A-Za-z]$", text) and len(_WORDS.findall(text)) >= 4:
+            elif _ENDS_WITH_LETTER.search(text) and len(_WORDS.findall(text)) >= 4:
                 text += "."
         return text
 

@@ -31,6 +31,7 @@ WORDS_PER_EDIT = 8
 MISSPELLING_P = 0.75
 CHAR_OPS = ("keyboard", "ocr", "swap", "delete")
 _LETTERS = re.compile(r"[A-Za-z]+")
+_EDITABLE = re.compile(r"[A-Za-z]{3,}")  # the same runs of letters as _LETTERS, of >= 3
 _lock = threading.Lock()
 
 
@@ -119,12 +120,12 @@ class TypoPerturbation(Perturbation):
 
     def apply(self, text: str, seed: int) -> str:
         """``text`` with ``max(1, words // 8)`` eligible words misspelt."""
-        words = list(_LETTERS.finditer(text))
-        eligible = [m for m in words if len(m.group()) >= 3]
+        eligible = list(_EDITABLE.finditer(text))
         if not eligible:
             return text
         rng = random.Random(seed)
-        count = min(len(eligible), max(1, len(words) // WORDS_PER_EDIT))
+        words = len(_LETTERS.findall(text))
+        count = min(len(eligible), max(1, words // WORDS_PER_EDIT))
         return replace_sampled(
             text, eligible, count, rng, lambda word: _edit_word(word, rng, self.misspellings)
         )
