@@ -7,13 +7,14 @@ import json
 import re
 import statistics
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol, cast
 
 from sqlalchemy import ColumnElement, and_, func, or_, select, true
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, load_only
 
 from configs.vocabulary.jobs import JobStatus
 from configs.vocabulary.results import SCORE_NUMBERS
@@ -141,7 +142,17 @@ class Queries:
         the models, then their jobs, attempts and results in one batch each; with
         ``fields`` (of LIST_FIELDS; ``id`` always comes) only those, and only the queries
         they need."""
-        query = select(ModelRow).order_by(ModelRow.created_at.desc(), ModelRow.id.desc())
+        wanted = _wanted(fields)
+        columns = {
+            column for name in wanted & set(_MODEL_COLUMNS) for column in _MODEL_COLUMNS[name]
+        }
+        query = (
+            select(ModelRow)
+            # only what the fields read (the cursor needs created_at); reading any other
+            # column raises instead of quietly running a query per row
+            .options(load_only(ModelRow.created_at, *columns, raiseload=True))
+            .order_by(ModelRow.created_at.desc(), ModelRow.id.desc())
+        )
         if task:
             query = query.where(ModelRow.task == task)
         if visible_to is not None:
@@ -158,7 +169,7 @@ class Queries:
             models = list(session.scalars(query.limit(limit + 1)))  # one more: is there a next?
             more = len(models) > limit
             models = models[:limit]
-            items = _submission_dicts(session, models, fields)
+            items = _submission_dicts(session, models, wanted)
         next_cursor = encode_cursor(models[-1]) if more and models else None
         return SubmissionPage(items, next_cursor)
 
@@ -251,46 +262,130 @@ class Queries:
             return counts
 
 
+def _wanted(fields: Collection[str] | None) -> set[str]:
+    """The list fields to show: ``fields`` (of LIST_FIELDS) and ``id``; None: every one."""
+    return set(LIST_FIELDS if fields is None else fields) | {"id"}
+
+
 def _submission_dicts(
-    session: Session, models: list[ModelRow], fields: Collection[str] | None = None
+    session: Session, models: list[ModelRow], wanted: set[str]
 ) -> list[dict[str, Any]]:
     """Models as the list shows them (job and results, no scores), with their newest jobs,
     those jobs' attempts and the newest results loaded in one query each (each only when
-    ``fields`` asks for it; None: every field)."""
+    ``wanted`` holds it)."""
     ids = [m.id for m in models]
     if not ids:
         return []
-    wanted = set(LIST_FIELDS if fields is None else fields) | {"id"}
     jobs, attempts = _newest_jobs(session, ids) if "job" in wanted else ({}, {})
     results = _newest_results(session, ids) if "results" in wanted else {}
     items = []
     for model in models:
-        newest_job, newest = jobs.get(model.id), results.get(model.id)
-        data = _model_dict(model)
+        data = _model_dict(model, wanted)
         if "job" in wanted:
+            newest_job = jobs.get(model.id)
             data["job"] = _job_fields(newest_job, attempts[newest_job.id]) if newest_job else None
         if "results" in wanted:
+            newest = results.get(model.id)
             data["results"] = _result_dict(newest) if newest else None
-        items.append({key: value for key, value in data.items() if key in wanted})
+        items.append(data)
     return items
+
+
+class ShownJob(Protocol):
+    """What the API shows of a job: a JobRow, or the list's lighter ListedJob."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def progress(self) -> float: ...
+    @property
+    def stage(self) -> str: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def max_attempts(self) -> int: ...
+    @property
+    def failure_code(self) -> str | None: ...
+    @property
+    def failure_message(self) -> str | None: ...
+    @property
+    def log_tail(self) -> str | None: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def finished_at(self) -> datetime | None: ...
+
+
+class ShownAttempt(Protocol):
+    """What the API shows of an attempt: an AttemptRow, or the list's ListedAttempt."""
+
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def worker(self) -> str: ...
+    @property
+    def outcome(self) -> str | None: ...
+    @property
+    def failure_code(self) -> str | None: ...
+    @property
+    def failure_message(self) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ListedJob:
+    """The columns of a job a list of submissions shows, read without the ORM: a thousand
+    ORM rows, with their spec, runtime and checkpoint JSON decoded, cost several times more."""
+
+    id: str
+    model_id: str | None
+    status: str
+    progress: float
+    stage: str
+    attempts: int
+    max_attempts: int
+    failure_code: str | None
+    failure_message: str | None
+    log_tail: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ListedAttempt:
+    """The columns of an attempt a list of submissions shows."""
+
+    job_id: str
+    attempt: int
+    worker: str
+    outcome: str | None
+    failure_code: str | None
+    failure_message: str | None
+
+
+def _columns(listed: type) -> list[Any]:
+    """The table columns named as ``listed``'s fields, in their order."""
+    table = JobRow if listed is ListedJob else AttemptRow
+    return [getattr(table, field.name) for field in dataclass_fields(listed)]
 
 
 def _newest_jobs(
     session: Session, ids: list[str]
-) -> tuple[dict[str, JobRow], dict[str, list[AttemptRow]]]:
+) -> tuple[dict[str, ListedJob], dict[str, list[ListedAttempt]]]:
     """Each model's newest job, and those jobs' attempts in order."""
-    jobs: dict[str, JobRow] = {}
-    for job in session.scalars(
-        select(JobRow).where(JobRow.model_id.in_(ids)).order_by(JobRow.created_at)
-    ):
+    jobs: dict[str, ListedJob] = {}
+    query = select(*_columns(ListedJob)).where(JobRow.model_id.in_(ids))
+    for row in session.execute(query.order_by(JobRow.created_at)):
+        job = ListedJob(*cast(tuple[Any, ...], row))  # a Row is a tuple of the columns
         if job.model_id:  # always: the query selects by model
             jobs[job.model_id] = job  # created_at order: the newest stays
-    attempts: dict[str, list[AttemptRow]] = defaultdict(list)
+    attempts: dict[str, list[ListedAttempt]] = defaultdict(list)
     job_ids = [j.id for j in jobs.values()]
     if job_ids:
-        for attempt in session.scalars(
-            select(AttemptRow).where(AttemptRow.job_id.in_(job_ids)).order_by(AttemptRow.attempt)
-        ):
+        query = select(*_columns(ListedAttempt)).where(AttemptRow.job_id.in_(job_ids))
+        for row in session.execute(query.order_by(AttemptRow.attempt)):
+            attempt = ListedAttempt(*cast(tuple[Any, ...], row))
             attempts[attempt.job_id].append(attempt)
     return jobs, attempts
 
@@ -304,18 +399,34 @@ def _newest_results(session: Session, ids: list[str]) -> dict[str, ResultRow]:
     return results
 
 
-def _model_dict(model: ModelRow) -> dict[str, Any]:
-    runtime = {k: v for k, v in model.runtime.items() if k in ("kind", "protocol", "image")}
-    return {
-        "id": model.id,
-        "task": model.task,
-        "name": model.name,
-        "runtime": runtime,
-        "requirements": model.requirements or {},
-        "image_id": model.image_id,
-        "created_at": _utc(model.created_at),
-        "image_gone": image_gone_of(model),
-    }
+# Each list field of a model: how it is read, and the columns it reads.
+_MODEL_FIELDS: dict[str, Callable[[ModelRow], Any]] = {
+    "id": lambda model: model.id,
+    "task": lambda model: model.task,
+    "name": lambda model: model.name,
+    "runtime": lambda model: {
+        k: v for k, v in model.runtime.items() if k in ("kind", "protocol", "image")
+    },
+    "requirements": lambda model: model.requirements or {},
+    "image_id": lambda model: model.image_id,
+    "created_at": lambda model: _utc(model.created_at),
+    "image_gone": lambda model: image_gone_of(model),
+}
+_MODEL_COLUMNS: dict[str, tuple[Any, ...]] = {
+    "id": (ModelRow.id,),
+    "task": (ModelRow.task,),
+    "name": (ModelRow.name,),
+    "runtime": (ModelRow.runtime,),
+    "requirements": (ModelRow.requirements,),
+    "image_id": (ModelRow.image_id,),
+    "created_at": (ModelRow.created_at,),
+    "image_gone": (ModelRow.image_gone, ModelRow.image_gone_at),
+}
+
+
+def _model_dict(model: ModelRow, wanted: Collection[str] = LIST_FIELDS) -> dict[str, Any]:
+    """The model's own list fields that ``wanted`` names, in the list's order."""
+    return {name: read(model) for name, read in _MODEL_FIELDS.items() if name in wanted}
 
 
 def image_gone_of(model: ModelRow) -> dict[str, Any] | None:
@@ -334,7 +445,7 @@ def _job_dict(job: JobRow, session: Session, show_internal: bool = False) -> dic
 
 
 def _job_fields(
-    job: JobRow, attempts: list[AttemptRow], show_internal: bool = False
+    job: ShownJob, attempts: Sequence[ShownAttempt], show_internal: bool = False
 ) -> dict[str, Any]:
     """A job as the API shows it, from its row and its attempts (oldest first)."""
     failure = None

@@ -184,6 +184,35 @@ def test_fields_choose_what_each_row_holds_and_which_reads_run(
     assert items == [{k: v for k, v in row.items() if k in {"id", *fields}} for row in whole]
 
 
+def _statements(service: Service, **options: Any) -> list[str]:
+    statements: list[str] = []
+
+    def record(*args: Any) -> None:
+        statements.append(args[2])
+
+    event.listen(service.db.engine, "before_cursor_execute", record)
+    try:
+        Queries(service.db).submission_page(**options)
+    finally:
+        event.remove(service.db.engine, "before_cursor_execute", record)
+    return statements
+
+
+def test_a_page_reads_only_the_columns_its_fields_show(service: Service) -> None:
+    """A list of a thousand decoded every job's spec and checkpoint, and every model's
+    runtime when only names were asked for: most of its time."""
+    for i in range(3):
+        finished(service, f"m{i}", AXES_A)
+    never = ("jobs.spec", "jobs.checkpoint", "jobs.runtime", "jobs.lease_token")
+    whole = " ".join(_statements(service, limit=3))
+    assert "models.runtime" in whole and "jobs.status" in whole and "results.rounds" in whole
+    assert not [column for column in never if column in whole]
+    polled = " ".join(_statements(service, limit=3, fields=["name", "job"]))
+    assert "models.name" in polled and "jobs.status" in polled and "attempts.outcome" in polled
+    unread = ("models.runtime", "models.requirements", "models.image_gone", "results.")
+    assert not [column for column in (*never, *unread) if column in polled]
+
+
 def test_the_api_takes_fields_and_names_unknown_ones(service: Service) -> None:
     finished(service, "m", AXES_A)
     admin = client_of(service, "root", "admin")
