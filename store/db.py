@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, create_engine, event, make_url, text
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from configs.settings import load_settings
@@ -98,8 +99,28 @@ def migrate(engine: Engine) -> None:
     with _migration_lock(engine), engine.begin() as connection:
         if engine.dialect.name == "postgresql":  # released when this transaction ends
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK})
+        if _at_head(connection):
+            return  # every start after the first: no migration environment to load
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
+
+
+@functools.cache
+def head_revision() -> str | None:
+    """The newest migration's revision (the scripts are read once per process)."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+
+
+def _at_head(connection: Connection) -> bool:
+    """Whether the schema is already at the newest revision. Asked before ``upgrade``,
+    which loads the migration environment and every revision's script on each call."""
+    if not inspect(connection).has_table("alembic_version"):
+        return False
+    rows = connection.execute(text("SELECT version_num FROM alembic_version"))
+    stamped: set[str] = set(rows.scalars())
+    return stamped == {head_revision()}
 
 
 # Two processes starting at once on a fresh database must not both create the schema: on

@@ -11,7 +11,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
-from store.db import Database, alembic_config, make_engine, migrate
+from store.db import Database, alembic_config, head_revision, make_engine, migrate
 from store.models import Base
 
 pytestmark = pytest.mark.real_migrations
@@ -86,6 +86,32 @@ def test_migrate_is_idempotent_and_database_opens_twice(database_url: str) -> No
     second = Database(url)  # the embedded default runs migrations on every start
     assert _diff(second.engine) == []
     second.dispose()
+
+
+def test_a_database_at_head_opens_without_loading_the_migrations(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Alembic's upgrade reads its environment and every revision's script on each call: a
+    service opening an up-to-date database (every start after the first) skips it."""
+    upgrades: list[str] = []
+    real_upgrade = command.upgrade
+
+    def counted(config, revision):  # type: ignore[no-untyped-def]
+        upgrades.append(revision)
+        return real_upgrade(config, revision)
+
+    monkeypatch.setattr(command, "upgrade", counted)
+    Database(database_url).dispose()
+    assert upgrades == ["head"]  # empty: migrated
+    Database(database_url).dispose()
+    assert upgrades == ["head"]  # at head: not again
+    config = alembic_config(database_url)
+    real_upgrade(config, "head")
+    command.downgrade(config, "-1")
+    reopened = Database(database_url)  # one revision behind: migrated again
+    assert upgrades == ["head", "head"] and _diff(reopened.engine) == []
+    assert _current(reopened.engine) == _head(database_url) == head_revision()
+    reopened.dispose()
 
 
 def test_every_revision_has_a_downgrade() -> None:
