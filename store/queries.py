@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from datetime import datetime, timedelta
-from typing import Any, Protocol, cast
+from typing import Any, ClassVar, Self, cast
 
 from sqlalchemy import ColumnElement, and_, func, or_, select, true
 from sqlalchemy.orm import Session, load_only
@@ -291,53 +291,36 @@ def _submission_dicts(
     return items
 
 
-class ShownJob(Protocol):
-    """What the API shows of a job: a JobRow, or the list's lighter ListedJob."""
+class _Listed:
+    """A row as the API shows it: only the columns it names, read without the ORM (a
+    thousand ORM rows, with their JSON decoded, cost several times more)."""
 
-    @property
-    def id(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def progress(self) -> float: ...
-    @property
-    def stage(self) -> str: ...
-    @property
-    def attempts(self) -> int: ...
-    @property
-    def max_attempts(self) -> int: ...
-    @property
-    def failure_code(self) -> str | None: ...
-    @property
-    def failure_message(self) -> str | None: ...
-    @property
-    def log_tail(self) -> str | None: ...
-    @property
-    def created_at(self) -> datetime: ...
-    @property
-    def finished_at(self) -> datetime | None: ...
+    __slots__ = ()
+    TABLE: ClassVar[type]
 
+    @classmethod
+    def names(cls) -> list[str]:
+        """The columns it shows, in their order (its fields)."""
+        return [field.name for field in dataclass_fields(cast(Any, cls))]
 
-class ShownAttempt(Protocol):
-    """What the API shows of an attempt: an AttemptRow, or the list's ListedAttempt."""
+    @classmethod
+    def columns(cls) -> list[Any]:
+        """``TABLE``'s columns to select for ``of``."""
+        return [getattr(cls.TABLE, name) for name in cls.names()]
 
-    @property
-    def attempt(self) -> int: ...
-    @property
-    def worker(self) -> str: ...
-    @property
-    def outcome(self) -> str | None: ...
-    @property
-    def failure_code(self) -> str | None: ...
-    @property
-    def failure_message(self) -> str | None: ...
+    @classmethod
+    def of(cls, row: object) -> Self:
+        """From an ORM row of ``TABLE``, or a selected row of ``columns()`` (in that order)."""
+        if isinstance(row, cls.TABLE):
+            return cast(Any, cls)(*(getattr(row, name) for name in cls.names()))
+        return cast(Any, cls)(*cast(tuple[Any, ...], row))
 
 
 @dataclass(frozen=True, slots=True)
-class ListedJob:
-    """The columns of a job a list of submissions shows, read without the ORM: a thousand
-    ORM rows, with their spec, runtime and checkpoint JSON decoded, cost several times more."""
+class ListedJob(_Listed):
+    """What the API shows of a job (its spec, runtime and checkpoint are not shown)."""
 
+    TABLE = JobRow
     id: str
     model_id: str | None
     status: str
@@ -353,9 +336,10 @@ class ListedJob:
 
 
 @dataclass(frozen=True, slots=True)
-class ListedAttempt:
-    """The columns of an attempt a list of submissions shows."""
+class ListedAttempt(_Listed):
+    """What the API shows of an attempt."""
 
+    TABLE = AttemptRow
     job_id: str
     attempt: int
     worker: str
@@ -364,28 +348,22 @@ class ListedAttempt:
     failure_message: str | None
 
 
-def _columns(listed: type) -> list[Any]:
-    """The table columns named as ``listed``'s fields, in their order."""
-    table = JobRow if listed is ListedJob else AttemptRow
-    return [getattr(table, field.name) for field in dataclass_fields(listed)]
-
-
 def _newest_jobs(
     session: Session, ids: list[str]
 ) -> tuple[dict[str, ListedJob], dict[str, list[ListedAttempt]]]:
     """Each model's newest job, and those jobs' attempts in order."""
     jobs: dict[str, ListedJob] = {}
-    query = select(*_columns(ListedJob)).where(JobRow.model_id.in_(ids))
+    query = select(*ListedJob.columns()).where(JobRow.model_id.in_(ids))
     for row in session.execute(query.order_by(JobRow.created_at)):
-        job = ListedJob(*cast(tuple[Any, ...], row))  # a Row is a tuple of the columns
+        job = ListedJob.of(row)
         if job.model_id:  # always: the query selects by model
             jobs[job.model_id] = job  # created_at order: the newest stays
     attempts: dict[str, list[ListedAttempt]] = defaultdict(list)
     job_ids = [j.id for j in jobs.values()]
     if job_ids:
-        query = select(*_columns(ListedAttempt)).where(AttemptRow.job_id.in_(job_ids))
+        query = select(*ListedAttempt.columns()).where(AttemptRow.job_id.in_(job_ids))
         for row in session.execute(query.order_by(AttemptRow.attempt)):
-            attempt = ListedAttempt(*cast(tuple[Any, ...], row))
+            attempt = ListedAttempt.of(row)
             attempts[attempt.job_id].append(attempt)
     return jobs, attempts
 
@@ -441,11 +419,11 @@ def _job_dict(job: JobRow, session: Session, show_internal: bool = False) -> dic
     attempts = session.scalars(
         select(AttemptRow).where(AttemptRow.job_id == job.id).order_by(AttemptRow.attempt)
     ).all()
-    return _job_fields(job, list(attempts), show_internal)
+    return _job_fields(ListedJob.of(job), [ListedAttempt.of(a) for a in attempts], show_internal)
 
 
 def _job_fields(
-    job: ShownJob, attempts: Sequence[ShownAttempt], show_internal: bool = False
+    job: ListedJob, attempts: Sequence[ListedAttempt], show_internal: bool = False
 ) -> dict[str, Any]:
     """A job as the API shows it, from its row and its attempts (oldest first)."""
     failure = None

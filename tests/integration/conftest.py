@@ -17,6 +17,7 @@ import socket
 import subprocess
 import threading
 import time
+import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -251,6 +252,18 @@ def registry(docker_client, tmp_path_factory) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def labelled_copy(client, image: str, folder: Path) -> tuple[str, str]:
+    """(tag, id) of ``image`` plus a unique label: an image no other test has, which a test
+    may remove while others use ``image`` (the layers are shared, not copied)."""
+    nonce = uuid.uuid4().hex
+    context = folder / f"copy-{nonce}"
+    context.mkdir()
+    (context / "Dockerfile").write_text(f"FROM {image}\nLABEL dynaeval-test-nonce={nonce}\n")
+    tag = f"dynaeval-test/copy-{nonce[:12]}:latest"
+    built, _ = client.images.build(path=str(context), tag=tag, rm=True, pull=False)
+    return tag, built.id
 
 
 def remove_images(client, *images: str) -> None:

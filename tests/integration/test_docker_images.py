@@ -13,7 +13,6 @@ import shutil
 import socket
 import subprocess
 import tarfile
-import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -33,7 +32,7 @@ from evaluator.runtimes.docker.images import (
     resolve_source,
 )
 from evaluator.runtimes.docker.tarballs import inspect_tarball
-from tests.integration.conftest import remove_images
+from tests.integration.conftest import labelled_copy, remove_images
 
 pytestmark = pytest.mark.docker
 
@@ -148,7 +147,7 @@ def test_tarball_over_the_size_limit(docker_client, zoo_image, tmp_path):
 
 def test_small_tarball_of_a_large_image(docker_client, zoo_image, tmp_path):
     """Compressed it is tiny; unpacked it is over the limit: refused, and not kept."""
-    tag, image_id = own_copy(docker_client, zoo_image("big_image"), tmp_path)
+    tag, image_id = labelled_copy(docker_client, zoo_image("big_image"), tmp_path)
     tarball = save(tmp_path / "big.tar", tag, compress=True)
     assert tarball.stat().st_size < LIMITS.max_image_bytes
     remove_images(docker_client, tag, image_id)
@@ -158,18 +157,6 @@ def test_small_tarball_of_a_large_image(docker_client, zoo_image, tmp_path):
     assert not docker_client.images.list(filters={"reference": tag})
     with pytest.raises(EvaluationError):
         image_ref(image_id, docker_client)
-
-
-def own_copy(client, image: str, tmp_path: Path) -> tuple[str, str]:
-    """(tag, id) of ``image`` plus a unique label: this test may remove it while other
-    processes save or push the shared zoo image (the layers are shared, not copied)."""
-    nonce = uuid.uuid4().hex
-    context = tmp_path / f"copy-{nonce}"
-    context.mkdir()
-    (context / "Dockerfile").write_text(f"FROM {image}\nLABEL dynaeval-test-nonce={nonce}\n")
-    tag = f"dynaeval-test/copy-{nonce[:12]}:latest"
-    built, _ = client.images.build(path=str(context), tag=tag, rm=True, pull=False)
-    return tag, built.id
 
 
 SMALL = Limits(max_image_bytes=1024**2)

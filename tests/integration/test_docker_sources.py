@@ -5,7 +5,6 @@ images that were there before (base, examples) are kept."""
 from __future__ import annotations
 
 import subprocess
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from configs.vocabulary.failures import FailureCode
 from evaluator.errors import EvaluationError
 from evaluator.runtimes.factory import make_runtime
 from store.blobs import LocalBlobStore
-from tests.integration.conftest import BASE_IMAGE, remove_images
+from tests.integration.conftest import BASE_IMAGE, labelled_copy, remove_images
 from tests.integration.test_docker_sandbox import wait_http
 from usecases.service import Service
 from worker.worker import Worker
@@ -40,16 +39,9 @@ def present(client, image: str) -> bool:
 @pytest.fixture
 def unique_image(docker_client, example_image, tmp_path) -> Iterator[tuple[str, str]]:
     """(tag, id) of a runnable image no other test has: the example plus a unique label."""
-    tag = f"dynaeval-test/unique-{uuid.uuid4().hex[:10]}:latest"
-    context = tmp_path / "unique"
-    context.mkdir()
-    nonce = uuid.uuid4().hex
-    (context / "Dockerfile").write_text(
-        f"FROM {example_image(EXAMPLE)}\nLABEL dynaeval-test-nonce={nonce}\n"
-    )
-    image, _ = docker_client.images.build(path=str(context), tag=tag, rm=True, pull=False)
-    yield tag, image.id
-    remove_images(docker_client, tag, image.id)
+    tag, image_id = labelled_copy(docker_client, example_image(EXAMPLE), tmp_path)
+    yield tag, image_id
+    remove_images(docker_client, tag, image_id)
 
 
 def push(client, image_id: str, registry: str, name: str) -> str:
