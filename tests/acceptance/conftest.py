@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import traceback
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -94,34 +95,52 @@ def run_process(cli_env: dict[str, str]) -> Run:
     return _run
 
 
+IN_PROCESS_REFUSED = frozenset({"serve", "worker"})  # they outlive the call: run_process
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"  # client.cli.main's
+
+
 def run_in_process(
     args: list[str], env: dict[str, str], cwd: Path
 ) -> subprocess.CompletedProcess[str]:
     """``client.cli.main(args)`` as a process would see it: exactly ``env`` as the
-    environment, ``cwd`` as the folder, stdout and stderr captured (not terminals), warnings
-    logged to stderr, and the process-wide state it may change (signal handlers) restored."""
+    environment, ``cwd`` as the folder, stdout and stderr captured (not terminals), log
+    records at main's level and in its format on stderr, an uncaught exception as a
+    traceback and status 1, and the process-wide state it may change (signal handlers,
+    logger levels) restored."""
     from client.cli import main
 
+    if IN_PROCESS_REFUSED & set(args):
+        raise AssertionError(f"{args}: a server or worker is a process; use run_process")
     saved_env, saved_cwd = dict(os.environ), Path.cwd()
     saved_signals = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    loggers = [logging.getLogger(name) for name in ("", "alembic", "werkzeug")]
+    saved_levels = [logger.level for logger in loggers]
     out, err = io.StringIO(), io.StringIO()
-    # a process logs its warnings to stderr (main's basicConfig); pytest already holds the
-    # root logger's handlers here, so the case's own handler stands in for it
+    # main's basicConfig does nothing here (pytest holds the root logger's handlers), so
+    # the case's own handler and level stand in for the ones a process would get
+    level = logging.INFO if {"-v", "--verbose"} & set(args) else logging.WARNING
     to_stderr = logging.StreamHandler(err)
-    to_stderr.setLevel(logging.INFO if {"-v", "--verbose"} & set(args) else logging.WARNING)
-    root = logging.getLogger()
+    to_stderr.setFormatter(logging.Formatter(LOG_FORMAT))
+    to_stderr.setLevel(level)
+    root = loggers[0]
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
     root.addHandler(to_stderr)
+    root.setLevel(level)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 code = main(args)
             except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
                 code = exit_code(exc)
+            except Exception:  # what the interpreter does with an uncaught exception
+                traceback.print_exc()
+                code = 1
     finally:
         root.removeHandler(to_stderr)
+        for logger, saved in zip(loggers, saved_levels, strict=True):
+            logger.setLevel(saved)
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
