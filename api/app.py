@@ -23,6 +23,7 @@ from api.pages.round import round_pages
 from api.pages.site import pages
 from api.rounds import blp as rounds_blp
 from api.routes import blp
+from api.routing import SharedRulesFlask
 from api.schemas import ErrorSchema
 from api.task_creation import blp as task_creation_blp
 from api.uploads import blp as uploads_blp
@@ -93,7 +94,7 @@ class DynaevalApi(Api):
 def create_app(service: Service, allowed_hosts: Iterable[str] | None = None) -> Flask:
     """A Flask app serving ``service`` under ``/api/v1`` with its OpenAPI document,
     answering only for ``allowed_hosts`` (default: loopback names, any port)."""
-    app = Flask(__name__)
+    app = SharedRulesFlask(__name__)
     app.config.update(
         API_TITLE="Dynaeval",
         API_VERSION="v1",

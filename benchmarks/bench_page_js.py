@@ -112,6 +112,8 @@ function wrap(obj, name, label) {
 }
 wrap(Dynascore, 'reweight', 'reweight');
 wrap(Dynascore, 'compute', 'dynascore_compute');
+wrap(Dynascore, 'prepare', 'dynascore_prepare');
+wrap(Dynascore, 'rank', 'dynascore_rank');
 wrap(Plots, 'scatter', 'plot_scatter');
 wrap(Plots, 'rounds', 'plot_rounds');
 wrap(Plots, 'legend', 'plot_legends');

@@ -14,7 +14,7 @@ if [[ "${1:-}" == "--fast" ]]; then
   shift
 fi
 if [[ $FAST == 1 ]]; then
-  scripts/setup.sh
+  scripts/setup.sh --no-images
 else
   scripts/setup.sh --docker
 fi
@@ -29,7 +29,19 @@ export PATH PYTHON
 # Imports go one way (contracts in pyproject.toml).
 "$PYTHON" -c "from importlinter.cli import lint_imports_command; lint_imports_command(['--no-cache'])"
 # Types: strict on the pure packages, the shared vocabulary and worker/, default elsewhere.
-"$PYTHON" -m mypy
+# mypy runs beside the first pytest part: it keeps one core busy for ~20 s on a fresh clone
+# (no cache), which the tests' processes share; its report is printed when it has ended.
+MYPY_LOG="$(mktemp)"
+"$PYTHON" -m mypy > "$MYPY_LOG" 2>&1 &
+MYPY_PID=$!
+trap 'kill "$MYPY_PID" 2>/dev/null || true' EXIT  # an interrupted run leaves no mypy behind
+mypy_result() {
+    local code=0
+    wait "$MYPY_PID" || code=$?
+    cat "$MYPY_LOG"
+    rm -f "$MYPY_LOG"
+    return "$code"
+}
 # Three processes on two cores: many tests wait on subprocesses, containers or a database
 # (four were 11:02 against 11:36, but the Docker engine then failed to start containers
 # now and then: "runc create failed"). Tests are handed out one or two at a time, longest first (tests/conftest.py orders them): xdist's default sends each
@@ -38,7 +50,10 @@ export PATH PYTHON
 WORKERS="${DYNAEVAL_TEST_WORKERS:-3}"
 PARALLEL=(-n "$WORKERS" --maxschedchunk 1)
 if [[ $FAST == 1 ]]; then
-  exec "$PYTHON" -m pytest -q "${PARALLEL[@]}" -m "not slow" tests/unit "$@"
+  code=0
+  "$PYTHON" -m pytest -q "${PARALLEL[@]}" -m "not slow" tests/unit "$@" || code=$?
+  if ! mypy_result && [[ $code == 0 ]]; then code=1; fi
+  exit "$code"
 fi
 # Set up above guarantees an engine: a Docker test that would skip fails instead.
 export DYNAEVAL_REQUIRE_DOCKER=1
@@ -55,5 +70,8 @@ run_part() {
 }
 # The slowest thirty are listed at the end, so a CI log says where the minutes went.
 run_part "${PARALLEL[@]}" --durations=30 -m "not measurement" "$@"
+if ! mypy_result && [[ $status == 0 ]]; then  # before the measurements: they run alone
+    status=1
+fi
 run_part -p no:xdist -m measurement "$@"
 exit "$status"

@@ -12,11 +12,13 @@ Tests about migrating itself (marker ``real_migrations``) get truly empty databa
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
@@ -63,3 +65,21 @@ def make_postgres_template(admin: Engine, url_of: Callable[[str], str]) -> str:
         connection.execute(text(f'CREATE DATABASE "{TEMPLATE_DB}"'))
     Database(url_of(TEMPLATE_DB)).dispose()  # no connection may stay open on a template
     return TEMPLATE_DB
+
+
+def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """A folder that ``build`` fills, made once per test run and shared by its xdist
+    workers: the first to ask builds it while the others wait on a lock, then all reuse it.
+    It is shared: copy it before writing to it."""
+    root = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, above each worker's own
+    folder = root / f"built-{name}"
+    with (root / f"built-{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / ".built").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a build that failed half-way
+            folder.mkdir()
+            build(folder)
+            (folder / ".built").touch()
+    return folder

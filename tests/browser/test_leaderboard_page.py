@@ -153,6 +153,28 @@ def test_round_weights_rerank_like_the_server(browser: Any, live: Live) -> None:
         assert mine[2] == pytest.approx(theirs["dynascore"], rel=1e-9, abs=1e-6)
 
 
+def test_axis_and_round_moves_interleaved_rank_like_the_server(browser: Any, live: Live) -> None:
+    """The page keeps what the axis weights do not change per round weighting (the last
+    eight): moves back to a weighting seen before, and past the eighth, rank as the API."""
+    from selenium.webdriver.common.keys import Keys
+
+    open_board(browser, live)
+    plan = [("r_r1", Keys.HOME), ("w_memory", Keys.END), ("r_r1", Keys.END)]
+    plan += [("r_r2", Keys.ARROW_RIGHT)] * 9 + [("w_fairness", Keys.HOME)]
+    plan += [("r_r2", Keys.ARROW_LEFT)] * 9 + [("w_memory", Keys.HOME), ("r_r1", Keys.HOME)]
+    for slider, key in plan:
+        browser.find_element(_by("ID"), slider).send_keys(key)
+        query = urllib.parse.urlsplit(browser.current_url).query
+        download = live.api(
+            f"/api/v1/tasks/{TASK}/leaderboard/download",
+            format="json",
+            **dict(urllib.parse.parse_qsl(query)),
+        )
+        in_browser = table_rows(browser)
+        assert [r[0] for r in in_browser] == [m["model_id"] for m in download["models"]], query
+        assert [r[1] for r in in_browser] == [m["rank"] for m in download["models"]], query
+
+
 def test_a_shared_address_restores_the_weights(browser: Any, live: Live) -> None:
     from selenium.webdriver.common.keys import Keys
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import random
 import re
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from sqlalchemy import event
 
 from store.accounts import Accounts
 from tests.browser.seed import finish, result
+from tests.templates import built_once
 from tests.unit.test_rounds_api import client
 from usecases.boards.page import PAGE_ROWS, RowPage
 from usecases.service import Service
@@ -23,9 +26,8 @@ N_MODELS = 230
 BOARD = "/api/v1/tasks/sentiment/leaderboard"
 
 
-@pytest.fixture(scope="module")
-def long_board(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, list[str]]]:
-    service = Service.open(tmp_path_factory.mktemp("long") / "data")
+def _seed(folder: Path) -> None:
+    service = Service.open(folder / "data")
     rng = random.Random(3)
     ids = []
     for i in range(N_MODELS):
@@ -40,7 +42,18 @@ def long_board(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Servi
         )
         ids.append(finish(service, f"m{i:03d}", evaluation))
     Accounts(service.db).set_published(ids[5], True)
-    yield service, ids
+    service.close()
+    (folder / "ids.json").write_text(json.dumps(ids))
+
+
+@pytest.fixture(scope="module")
+def long_board(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, list[str]]]:
+    """The board seeded once per run (230 finished jobs, seconds), copied per module."""
+    built = built_once(tmp_path_factory, "long-board", _seed)
+    mine = tmp_path_factory.mktemp("long") / "data"
+    shutil.copytree(built / "data", mine)
+    service = Service.open(mine)
+    yield service, json.loads((built / "ids.json").read_text())
     service.close()
 
 

@@ -115,9 +115,10 @@
     return high > low ? 100 * (dynascore - low) / (high - low) : 100;
   }
 
-  // compute(): the ranked leaderboard of the complete models, plus what the page needs
-  // to say whether the Dynascore is defined.
-  function compute(models, weights, options) {
+  // prepare(): all of compute() that the axis weights do not change: which models are
+  // complete, their utilities after coarsening, the exchange rates and every model's units
+  // (one column per axis). A slider move then only weighs, sorts and ranks (rank()).
+  function prepare(models, options) {
     options = options || {};
     var memory = options.instanceMemory, tolerance = options.tolerance || 1e-4;
     var complete = [], unranked = [];
@@ -130,12 +131,8 @@
       if (missing.length) unranked.push({ model: m, missing: missing });
       else complete.push(m);
     });
-    var result = { models: [], unranked: unranked, amrs: {}, shares: {}, pairs: 0 };
-    if (!complete.length) {  // the server's sentence: the warning is never an empty bar
-      result.defined = false;
-      result.undefinedReason = "No model has a complete result yet.";
-      return result;
-    }
+    var prepared = { complete: complete, unranked: unranked, rates: {}, pairs: 0, usable: [], units: [], columns: {} };
+    if (!complete.length) return prepared;
     var utils = complete.map(function (m) {
       var u = {};
       AXES.forEach(function (a) { u[a] = Number(valueOf(m, a)); });
@@ -150,47 +147,111 @@
     var found = amrs(utils, tolerance), rates = found.rates;
     rates.performance = 1.0;
     var usable = AXES.filter(function (a) { return finite(rates[a]) && rates[a] > 0; });
-    var kept = usable.filter(function (a) { return weights[a] > 0; });
+    usable.forEach(function (a) {
+      var column = new Float64Array(complete.length);
+      utils.forEach(function (u, i) { column[i] = u[a] / rates[a]; });
+      prepared.columns[a] = column;
+    });
+    prepared.units = utils.map(function (u, i) {
+      var units = {};
+      AXES.forEach(function (a) { units[a] = usable.indexOf(a) >= 0 ? prepared.columns[a][i] : null; });
+      return units;
+    });
+    prepared.performance = Float64Array.from(complete, function (m) { return m.performance; });
+    prepared.rates = rates;
+    prepared.pairs = found.pairs;
+    prepared.usable = usable;
+    return prepared;
+  }
+
+  // rank(): the ranked leaderboard of a prepared board under these axis weights, plus what
+  // the page needs to say whether the Dynascore is defined.
+  function rank(prepared, weights) {
+    var complete = prepared.complete, n = complete.length;
+    var result = { models: [], unranked: prepared.unranked, amrs: {}, shares: {}, pairs: 0 };
+    if (!n) {  // the server's sentence: the warning is never an empty bar
+      result.defined = false;
+      result.undefinedReason = "No model has a complete result yet.";
+      return result;
+    }
+    var kept = prepared.usable.filter(function (a) { return weights[a] > 0; });
     var total = 0;
     kept.forEach(function (a) { total += weights[a]; });
     var shares = {};
     if (total) kept.forEach(function (a) { shares[a] = weights[a] / total; });
-    var scored = complete.map(function (m, i) {
-      var units = {}, score = 0.0;
-      AXES.forEach(function (a) { units[a] = usable.indexOf(a) >= 0 ? utils[i][a] / rates[a] : null; });
-      AXES.forEach(function (a) { if (a in shares) score = score + shares[a] * units[a]; });
-      return { model: m, index: i, dynascore: score, units: units };
+    // score = 0.0, then + share * units axis by axis in AXES order, as the server adds them
+    var scores = new Float64Array(n), i;
+    AXES.forEach(function (a) {
+      if (!(a in shares)) return;
+      var share = shares[a], column = prepared.columns[a];
+      for (i = 0; i < n; i++) scores[i] = scores[i] + share * column[i];
     });
-    var rounded = scored.map(function (s) { return roundHalfEven(s.dynascore, RANK_DECIMALS); });
-    // rank = 1 + how many rounded scores are strictly greater: the first position of the
-    // value in the scores sorted high to low (NaN is greater than nothing: rank 1).
-    var desc = rounded.filter(function (r) { return !isNaN(r); }).sort(function (a, b) { return b - a; });
-    var greater = new Map();
-    desc.forEach(function (r, k) { if (!greater.has(r)) greater.set(r, k); });
-    scored.forEach(function (s, i) {
-      s.rank = 1 + (isNaN(rounded[i]) ? 0 : greater.get(rounded[i]));
-    });
+    var order = orderOf(scores, prepared.performance);
+    var ranks = order ? ranksAlong(scores, order) : ranksByCount(scores);
+    if (!order) order = orderOf(scores, prepared.performance, true);
     var low = Infinity, high = -Infinity;
-    scored.forEach(function (s) { low = Math.min(low, s.dynascore); high = Math.max(high, s.dynascore); });
-    scored.forEach(function (s) { s.score = boardScore(s.dynascore, low, high); });
-    scored.sort(function (a, b) {
-      if (a.dynascore !== b.dynascore) return b.dynascore - a.dynascore;
-      var pa = a.model.performance, pb = b.model.performance;
-      if (pa !== pb) return pb - pa;
-      return a.index - b.index;
-    });
-    result.models = scored;
-    result.amrs = rates;
+    for (i = 0; i < n; i++) { low = Math.min(low, scores[i]); high = Math.max(high, scores[i]); }
+    var ranked = new Array(n);
+    for (var k = 0; k < n; k++) {
+      var at = order[k];
+      ranked[k] = { model: complete[at], index: at, dynascore: scores[at], units: prepared.units[at],
+                    rank: ranks[at], score: boardScore(scores[at], low, high) };
+    }
+    result.models = ranked;
+    result.amrs = prepared.rates;
     result.shares = shares;
-    result.pairs = found.pairs;
-    result.defined = found.pairs > 0 && Object.keys(shares).length > 0;
-    result.undefinedReason = found.pairs === 0
-      ? "The Dynascore is undefined: it needs at least two models whose performance differs, and this leaderboard has " + (complete.length === 1 ? "only one model." : "none that differ.")
+    result.pairs = prepared.pairs;
+    result.defined = prepared.pairs > 0 && Object.keys(shares).length > 0;
+    result.undefinedReason = prepared.pairs === 0
+      ? "The Dynascore is undefined: it needs at least two models whose performance differs, and this leaderboard has " + (n === 1 ? "only one model." : "none that differ.")
       : (Object.keys(shares).length ? "" : "The Dynascore is undefined for these weights: every weighted axis is the same for all models. Give another axis a weight.");
     return result;
   }
 
-  var api = { AXES: AXES, compute: compute, reweight: reweight, amrs: amrs, coarsen: coarsen, boardScore: boardScore, roundHalfEven: roundHalfEven, weightedMean: weightedMean };
+  // The board's order: Dynascore high to low, then performance, then the models' order.
+  // Null when a score is NaN (unless ``anyway``): that order is then not a ranking's.
+  function orderOf(scores, performance, anyway) {
+    var n = scores.length, order = new Array(n);
+    for (var i = 0; i < n; i++) {
+      if (scores[i] !== scores[i] && !anyway) return null;
+      order[i] = i;
+    }
+    return order.sort(function (a, b) {
+      var x = scores[a], y = scores[b];
+      if (x !== y) return y - x;
+      var pa = performance[a], pb = performance[b];
+      if (pa !== pb) return pb - pa;
+      return a - b;
+    });
+  }
+
+  // rank = 1 + how many rounded scores are strictly greater. Rounding keeps the order, so
+  // along the board's order that is the first place holding the same rounded score.
+  function ranksAlong(scores, order) {
+    var ranks = new Array(scores.length), first = 0, previous = NaN;
+    for (var k = 0; k < order.length; k++) {
+      var rounded = roundHalfEven(scores[order[k]], RANK_DECIMALS);
+      if (rounded !== previous) { first = k; previous = rounded; }
+      ranks[order[k]] = 1 + first;
+    }
+    return ranks;
+  }
+
+  // The same, counted, for scores holding a NaN (greater than nothing: rank 1).
+  function ranksByCount(scores) {
+    var rounded = Array.from(scores, function (s) { return roundHalfEven(s, RANK_DECIMALS); });
+    var desc = rounded.filter(function (r) { return !isNaN(r); }).sort(function (a, b) { return b - a; });
+    var greater = new Map();
+    desc.forEach(function (r, k) { if (!greater.has(r)) greater.set(r, k); });
+    return rounded.map(function (r) { return 1 + (isNaN(r) ? 0 : greater.get(r)); });
+  }
+
+  // compute(): prepare() then rank(): the ranked leaderboard of the complete models.
+  function compute(models, weights, options) {
+    return rank(prepare(models, options), weights);
+  }
+
+  var api = { AXES: AXES, compute: compute, prepare: prepare, rank: rank, reweight: reweight, amrs: amrs, coarsen: coarsen, boardScore: boardScore, roundHalfEven: roundHalfEven, weightedMean: weightedMean };
   if (typeof module !== "undefined" && module.exports) module.exports = api;
   else root.Dynascore = api;
 })(this);

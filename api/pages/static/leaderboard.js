@@ -77,15 +77,27 @@
     return m[key];
   }
 
+  // What the axis weights do not change (utilities, exchange rates, units), kept for the
+  // last few round weightings: an axis slider's move only weighs, sorts and ranks.
+  var prepared = new Map();
+  function preparedBoard() {
+    var key = weightsText(state.rounds, data.rounds);
+    var found = prepared.get(key);
+    if (!found) {
+      var models = Dynascore.reweight(data.models, data.rounds, state.rounds, data.default_round_weights);
+      found = Dynascore.prepare(models, { instanceMemory: data.instance_memory_gib, tolerance: data.tolerance, resolution: data.resolution, unmeasured: data.unmeasured });
+      if (prepared.size >= 8) prepared.delete(prepared.keys().next().value);
+      prepared.set(key, found);
+    }
+    return found;
+  }
+
   function render() {
     var q = query();
     var noRounds = data.rounds.every(function (r) { return !(state.rounds[r] > 0); });
     var noAxes = AXES.every(function (a) { return !(state.weights[a] > 0); });
     var result = null;
-    if (!noRounds && !noAxes) {
-      var models = Dynascore.reweight(data.models, data.rounds, state.rounds, data.default_round_weights);
-      result = Dynascore.compute(models, state.weights, { instanceMemory: data.instance_memory_gib, tolerance: data.tolerance, resolution: data.resolution, unmeasured: data.unmeasured });
-    }
+    if (!noRounds && !noAxes) result = Dynascore.rank(preparedBoard(), state.weights);
     // Read where the tables are before the first write, so no read below forces a layout.
     var n = result ? result.models.length : 0;
     var ranges = [boardRows.range(n), unitRows.range(n)];
