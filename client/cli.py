@@ -500,12 +500,12 @@ def _config(sub: Subparsers) -> None:
     config.set_defaults(handler=config_cmd.cmd_config)
 
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format=LOG_FORMAT)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     if not args.verbose:  # one line per HTTP request only when asked for
         logging.getLogger("werkzeug").setLevel(logging.WARNING)

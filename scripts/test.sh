@@ -34,10 +34,12 @@ export PATH PYTHON
 MYPY_LOG="$(mktemp)"
 "$PYTHON" -m mypy > "$MYPY_LOG" 2>&1 &
 MYPY_PID=$!
-trap 'kill "$MYPY_PID" 2>/dev/null || true' EXIT  # an interrupted run leaves no mypy behind
+# an interrupted run leaves no mypy and no log behind
+trap 'kill "$MYPY_PID" 2>/dev/null || true; rm -f "$MYPY_LOG"' EXIT
 mypy_result() {
     local code=0
     wait "$MYPY_PID" || code=$?
+    trap - EXIT  # reaped: its number may be another process's by the end
     cat "$MYPY_LOG"
     rm -f "$MYPY_LOG"
     return "$code"

@@ -77,9 +77,16 @@ def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path
     folder = root / f"built-{name}"
     with (root / f"built-{name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        if (root / f"built-{name}.failed").exists():
+            raise RuntimeError(f"building {name} failed in another test process: see its error")
         if not (folder / ".built").exists():
-            shutil.rmtree(folder, ignore_errors=True)  # a build that failed half-way
-            folder.mkdir()
-            build(folder)
+            try:
+                if folder.exists():
+                    shutil.rmtree(folder)  # an earlier build that stopped half-way
+                folder.mkdir()
+                build(folder)
+            except BaseException:
+                (root / f"built-{name}.failed").touch()  # the others fail at once, not again
+                raise
             (folder / ".built").touch()
     return folder

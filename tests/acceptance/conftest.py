@@ -96,7 +96,6 @@ def run_process(cli_env: dict[str, str]) -> Run:
 
 
 IN_PROCESS_REFUSED = frozenset({"serve", "worker"})  # they outlive the call: run_process
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"  # client.cli.main's
 
 
 def run_in_process(
@@ -107,9 +106,10 @@ def run_in_process(
     records at main's level and in its format on stderr, an uncaught exception as a
     traceback and status 1, and the process-wide state it may change (signal handlers,
     logger levels) restored."""
-    from client.cli import main
+    from client.cli import LOG_FORMAT, main
 
-    if IN_PROCESS_REFUSED & set(args):
+    command = next((arg for arg in args if not arg.startswith("-")), None)  # -v is global
+    if command in IN_PROCESS_REFUSED:
         raise AssertionError(f"{args}: a server or worker is a process; use run_process")
     saved_env, saved_cwd = dict(os.environ), Path.cwd()
     saved_signals = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}

@@ -11,8 +11,9 @@ from client import cli
 from tests.acceptance.conftest import run_in_process
 
 
-def test_log_levels_are_restored_after_a_verbose_command(
-    cli_env: dict[str, str], tmp_path: Path
+@pytest.mark.parametrize("verbose", [["-v"], []])
+def test_log_levels_are_restored_after_a_command(
+    cli_env: dict[str, str], tmp_path: Path, verbose: list[str]
 ) -> None:
     loggers = [logging.getLogger(name) for name in ("", "alembic", "werkzeug")]
     saved = [logger.level for logger in loggers]
@@ -20,7 +21,7 @@ def test_log_levels_are_restored_after_a_verbose_command(
     try:
         for logger, level in zip(loggers, ours, strict=True):
             logger.setLevel(level)
-        done = run_in_process(["-v", "tasks", "--json"], cli_env, tmp_path)
+        done = run_in_process([*verbose, "tasks", "--json"], cli_env, tmp_path)
         assert done.returncode == 0, done.stderr
         assert [logger.level for logger in loggers] == ours
     finally:
@@ -40,9 +41,9 @@ def test_an_uncaught_exception_is_status_1_with_its_traceback(
     assert "Traceback" in done.stderr and "RuntimeError: boom in the handler" in done.stderr
 
 
-@pytest.mark.parametrize("command", ["serve", "worker"])
+@pytest.mark.parametrize("args", [["serve"], ["-v", "worker", "--burst"]])
 def test_a_server_or_worker_is_refused_in_process(
-    cli_env: dict[str, str], tmp_path: Path, command: str
+    cli_env: dict[str, str], tmp_path: Path, args: list[str]
 ) -> None:
     with pytest.raises(AssertionError, match="run_process"):
-        run_in_process([command], cli_env, tmp_path)
+        run_in_process(args, cli_env, tmp_path)

@@ -28,6 +28,14 @@ BOARD = "/api/v1/tasks/sentiment/leaderboard"
 
 def _seed(folder: Path) -> None:
     service = Service.open(folder / "data")
+    try:
+        ids = _finished_models(service)
+    finally:
+        service.close()
+    (folder / "ids.json").write_text(json.dumps(ids))
+
+
+def _finished_models(service: Service) -> list[str]:
     rng = random.Random(3)
     ids = []
     for i in range(N_MODELS):
@@ -42,8 +50,7 @@ def _seed(folder: Path) -> None:
         )
         ids.append(finish(service, f"m{i:03d}", evaluation))
     Accounts(service.db).set_published(ids[5], True)
-    service.close()
-    (folder / "ids.json").write_text(json.dumps(ids))
+    return ids
 
 
 @pytest.fixture(scope="module")

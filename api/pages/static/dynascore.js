@@ -131,6 +131,7 @@
       if (missing.length) unranked.push({ model: m, missing: missing });
       else complete.push(m);
     });
+    Object.freeze(unranked);
     var prepared = { complete: complete, unranked: unranked, rates: {}, pairs: 0, usable: [], units: [], columns: {} };
     if (!complete.length) return prepared;
     var utils = complete.map(function (m) {
@@ -152,13 +153,14 @@
       utils.forEach(function (u, i) { column[i] = u[a] / rates[a]; });
       prepared.columns[a] = column;
     });
+    // frozen: every ranking of this board hands out the same objects
     prepared.units = utils.map(function (u, i) {
       var units = {};
       AXES.forEach(function (a) { units[a] = usable.indexOf(a) >= 0 ? prepared.columns[a][i] : null; });
-      return units;
+      return Object.freeze(units);
     });
     prepared.performance = Float64Array.from(complete, function (m) { return m.performance; });
-    prepared.rates = rates;
+    prepared.rates = Object.freeze(rates);
     prepared.pairs = found.pairs;
     prepared.usable = usable;
     return prepared;

@@ -83,12 +83,13 @@
   function preparedBoard() {
     var key = weightsText(state.rounds, data.rounds);
     var found = prepared.get(key);
-    if (!found) {
+    if (found) prepared.delete(key);  // re-set below: the least recently used goes first
+    else {
       var models = Dynascore.reweight(data.models, data.rounds, state.rounds, data.default_round_weights);
       found = Dynascore.prepare(models, { instanceMemory: data.instance_memory_gib, tolerance: data.tolerance, resolution: data.resolution, unmeasured: data.unmeasured });
       if (prepared.size >= 8) prepared.delete(prepared.keys().next().value);
-      prepared.set(key, found);
     }
+    prepared.set(key, found);
     return found;
   }
 
