@@ -145,6 +145,8 @@ class ResultRow(Base):
     profile: Mapped[dict] = mapped_column(JSON)
     provenance: Mapped[dict] = mapped_column(JSON)
     created_at: Mapped[datetime]
+    # a board's results version (count, newest) from the index alone, not the rows
+    __table_args__ = (Index("ix_results_task_created_at", "task", "created_at"),)
 
 
 class ScoreRow(Base):

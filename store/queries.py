@@ -177,8 +177,18 @@ class Queries:
         """Each model's newest finished result on ``task`` (summary axes + rounds); with
         ``since``, only of the results stored at or after it (for a reader that has the
         rest: a model may then appear again, newer)."""
-        query = (
-            select(ModelRow, ResultRow)
+        query = (  # the columns a board reads, as plain rows: no ORM objects, and no model
+            # runtime, result slices or profile decoded (at 10,000 models, most of the time)
+            select(
+                ModelRow.id,
+                ModelRow.name,
+                ModelRow.image_id,
+                ModelRow.image_gone,
+                ModelRow.image_gone_at,
+                ResultRow.summary,
+                ResultRow.rounds,
+                ResultRow.provenance,
+            )
             .join(ResultRow, ResultRow.model_id == ModelRow.id)
             .where(ModelRow.task == task)
             .order_by(ResultRow.created_at)
@@ -186,17 +196,17 @@ class Queries:
         if since is not None:
             query = query.where(ResultRow.created_at >= since)
         with self.db.session() as session:
-            rows = session.execute(query).all()
+            rows = cast(list[_BoardRow], session.execute(query).all())
         newest: dict[str, dict[str, Any]] = {}
-        for model, result in rows:
-            newest[model.id] = {
-                "model_id": model.id,
-                "name": model.name,
-                **result.summary,
-                "rounds": result.rounds,
-                "image_id": model.image_id,
-                "image_gone": image_gone_of(model),
-                "dataset_hashes": result.provenance.get("dataset_hashes", {}),
+        for model_id, name, image_id, gone, gone_at, summary, rounds, provenance in rows:
+            newest[model_id] = {
+                "model_id": model_id,
+                "name": name,
+                **summary,
+                "rounds": rounds,
+                "image_id": image_id,
+                "image_gone": _gone(gone, gone_at),
+                "dataset_hashes": provenance.get("dataset_hashes", {}),
             }
         return list(newest.values())
 
@@ -214,10 +224,8 @@ class Queries:
         """How many results ``task`` has, when the newest was stored, how many of its models'
         images are gone: results are only ever added, and marks only ever set."""
         with self.db.session() as session:
-            count, newest = session.execute(
-                select(func.count(ResultRow.job_id), func.max(ResultRow.created_at)).where(
-                    ResultRow.task == task
-                )
+            count, newest = session.execute(  # count(*): the (task, created_at) index covers it
+                select(func.count(), func.max(ResultRow.created_at)).where(ResultRow.task == task)
             ).one()
             gone = session.scalar(  # marks are never removed once set: a count suffices
                 select(func.count(ModelRow.image_gone_at)).where(ModelRow.task == task)
@@ -407,12 +415,21 @@ def _model_dict(model: ModelRow, wanted: Collection[str] = LIST_FIELDS) -> dict[
     return {name: read(model) for name, read in _MODEL_FIELDS.items() if name in wanted}
 
 
+# id, name, image id, image gone (reason, at), result summary, rounds, provenance
+_BoardRow = tuple[
+    str, str, str | None, str | None, datetime | None, dict[str, Any], list[Any], dict[str, Any]
+]
+
+
 def image_gone_of(model: ModelRow) -> dict[str, Any] | None:
     """When and why the model's image went (store.retention), or None while it is kept."""
-    if model.image_gone is None:
+    return _gone(model.image_gone, model.image_gone_at)
+
+
+def _gone(reason: str | None, at: datetime | None) -> dict[str, Any] | None:
+    if reason is None:
         return None
-    at = _utc(model.image_gone_at) if model.image_gone_at else None
-    return {"at": at, "reason": model.image_gone}
+    return {"at": _utc(at) if at else None, "reason": reason}
 
 
 def _job_dict(job: JobRow, session: Session, show_internal: bool = False) -> dict[str, Any]:
