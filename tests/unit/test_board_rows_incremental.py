@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from configs.vocabulary.clock import ManualClock
+from store.queries import Queries
 from store.retention import mark_image_gone
 from tests.browser.seed import finish, result
 from usecases.boards.cache import RowCache, cache_of, keep_boards_warm, prepared
@@ -129,3 +130,47 @@ def wait_for(condition: Any) -> None:
             return
         pause.wait(0.01)
     raise AssertionError("the warmer never got there")
+
+
+def test_a_request_during_the_same_preparation_waits_for_it_instead_of_repeating_it(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At start the background preparation and the first viewer both wanted the same board:
+    each read every row and prepared it, side by side on the same cores."""
+    from usecases.boards import cache
+
+    scored(service, "m0", 50.0)
+    scored(service, "m1", 60.0)
+    asked, reads, builds = Counter[str](), [], []
+    both_asked = threading.Event()
+    real_marks, real_rows = Queries.results_marks, Queries.leaderboard_rows
+    real_prepare = cache.prepare_board
+
+    def marks(self: Queries, task: str) -> Any:
+        asked[task] += 1
+        if asked[task] >= 2:
+            both_asked.set()
+        return real_marks(self, task)
+
+    def rows(self: Queries, task: str, since: Any = None) -> Any:
+        both_asked.wait(5)  # the other caller is in prepared() too before this read goes on
+        reads.append(task)
+        return real_rows(self, task, since=since)
+
+    def prepare(task: Any, *args: Any, **kwargs: Any) -> Any:
+        builds.append(task.name)
+        return real_prepare(task, *args, **kwargs)
+
+    monkeypatch.setattr(Queries, "results_marks", marks)
+    monkeypatch.setattr(Queries, "leaderboard_rows", rows)
+    monkeypatch.setattr(cache, "prepare_board", prepare)
+    task = service.tasks[TASK]
+    boards: list[Any] = []
+    callers = [threading.Thread(target=lambda: boards.append(prepared(service, task)))]
+    callers.append(threading.Thread(target=lambda: boards.append(prepared(service, task))))
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(timeout=30)
+    assert len(boards) == 2 and boards[0] is boards[1]
+    assert reads == [TASK] and builds == [TASK]

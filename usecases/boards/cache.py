@@ -11,7 +11,9 @@ The rows are read incrementally: results are only ever added, so when a task gai
 only those stored since the newest one seen are read and merged (a model's newer result
 replaces its older one in place); a model's image going (the other change) reads them all
 again. ``keep_boards_warm`` (run by ``serve``) prepares every task's board at start, and
-again as results land for the boards viewers are looking at, so a viewer rarely waits.
+again as results land for the boards viewers are looking at, so a viewer rarely waits;
+one who comes while a board is being read or prepared waits for that work instead of
+repeating it beside it (at 10,000 models, a second or two that two would share a core for).
 """
 
 from __future__ import annotations
@@ -46,24 +48,47 @@ class TaskRows:
     by_model: dict[str, dict[str, Any]]
 
 
+class TaskLocks:
+    """One lock per task name: work on one task waits for the same work in progress (a
+    request arriving while the background preparation reads 10,000 rows waits for it
+    instead of reading them again beside it, sharing the same cores)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def of(self, task: str) -> threading.Lock:
+        with self._lock:
+            return self._locks.setdefault(task, threading.Lock())
+
+
 class RowCache:
-    """Each task's rows, read whole once and then only what was added (thread-safe)."""
+    """Each task's rows, read whole once and then only what was added (thread-safe: one
+    reader per task at a time, the others then take what it read)."""
 
     def __init__(self) -> None:
         self._tasks: dict[str, TaskRows] = {}
         self._lock = threading.Lock()
+        self._reading = TaskLocks()
 
     def rows(self, service: Service, task: str) -> tuple[ResultsMarks, list[dict[str, Any]]]:
         """The task's rows now, and the marks they were read at."""
         marks = service.queries.results_marks(task)
-        with self._lock:
-            known = self._tasks.get(task)
+        known = self._known(task)
         if known is not None and known.marks == marks:
             return marks, list(known.by_model.values())
-        by_model = self._read(service, task, known, marks)
-        with self._lock:
-            self._tasks[task] = TaskRows(marks, by_model)
+        with self._reading.of(task):
+            known = self._known(task)  # what a reader before us stored meanwhile
+            if known is not None and known.marks == marks:
+                return marks, list(known.by_model.values())
+            by_model = self._read(service, task, known, marks)
+            with self._lock:
+                self._tasks[task] = TaskRows(marks, by_model)
         return marks, list(by_model.values())
+
+    def _known(self, task: str) -> TaskRows | None:
+        with self._lock:
+            return self._tasks.get(task)
 
     @staticmethod
     def _read(
@@ -92,14 +117,13 @@ class BoardCache:
         self._boards: OrderedDict[Hashable, PreparedBoard] = OrderedDict()
         self._lock = threading.Lock()
         self.viewed: dict[str, float] = {}  # task -> time.monotonic() of its last viewer
+        self.building = TaskLocks()  # one build per task at a time (see prepared)
 
     def get(self, key: Hashable, build: Callable[[], PreparedBoard]) -> PreparedBoard:
         """The board under ``key``, built (outside the lock) when absent."""
-        with self._lock:
-            board = self._boards.get(key)
-            if board is not None:
-                self._boards.move_to_end(key)
-                return board
+        board = self.find(key)
+        if board is not None:
+            return board
         board = build()  # two threads may both build one: harmless, the results are equal
         with self._lock:
             self._boards[key] = board
@@ -107,6 +131,14 @@ class BoardCache:
             while len(self._boards) > self.size:
                 self._boards.popitem(last=False)
         return board
+
+    def find(self, key: Hashable) -> PreparedBoard | None:
+        """The board under ``key`` if it is kept."""
+        with self._lock:
+            board = self._boards.get(key)
+            if board is not None:
+                self._boards.move_to_end(key)
+            return board
 
 
 # Keyed weakly by the database object: a cache lives as long as its service's database and
@@ -162,7 +194,11 @@ def prepared(
         rolled = reweighted(current, round_weights, task)
         return prepare_board(task, rolled, instance_memory_gib, current_hashes=hashes)
 
-    return boards.get(key, build)
+    found = boards.find(key)
+    if found is not None:
+        return found
+    with boards.building.of(task.name):  # a build of this board in progress: wait for it
+        return boards.get(key, build)
 
 
 def keep_boards_warm(
