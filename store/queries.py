@@ -232,6 +232,14 @@ class Queries:
             )
         return ResultsMarks(int(count), newest, int(gone or 0))
 
+    def results_through(self, task: str, moment: datetime) -> int:
+        """How many results ``task`` has stored at or before ``moment`` (from the index)."""
+        with self.db.session() as session:
+            found = session.scalar(
+                select(func.count()).where(ResultRow.task == task, ResultRow.created_at <= moment)
+            )
+        return int(found or 0)
+
     def scored_models(self) -> dict[str, int]:
         """task -> how many models have a finished result on it."""
         query = select(ResultRow.task, func.count(func.distinct(ResultRow.model_id))).group_by(

@@ -69,6 +69,23 @@ def test_incremental_rows_equal_a_whole_read_at_every_step(service: Service) -> 
     assert cache.rows(service, TASK)[1][0]["image_gone"] is not None
 
 
+def test_a_result_that_lands_after_a_newer_one_is_read(service: Service) -> None:
+    """A result's time is taken before its transaction commits, so a slower worker's result
+    may land after a newer one was read: it was never read, and its model never shown."""
+    clock = service.clock
+    assert isinstance(clock, ManualClock)
+    cache = RowCache()
+    scored(service, "a", 50.0)
+    clock.advance(10)
+    scored(service, "b", 60.0)
+    assert_same_as_a_whole_read(cache, service)
+    clock.advance(-5)  # stored now with the time it had before b was
+    scored(service, "late", 70.0)
+    clock.advance(5)
+    assert_same_as_a_whole_read(cache, service)
+    assert "late" in [row["name"] for row in cache.rows(service, TASK)[1]]
+
+
 def test_boards_kept_warm_are_the_ones_requests_find(service: Service) -> None:
     for i in range(3):
         scored(service, f"m{i}", 50.0 + i)

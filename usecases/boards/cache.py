@@ -97,8 +97,13 @@ class RowCache:
         since = known.marks.newest if known is not None else None
         only_added = (
             known is not None
+            and since is not None
             and known.marks.images_gone == marks.images_gone
             and known.marks.results <= marks.results
+            # a result's time is taken before its transaction commits: one stored at or
+            # before the newest read may land after that read, and a read of the newer
+            # ones alone would miss it for good
+            and service.queries.results_through(task, since) == known.marks.results
         )
         if known is None or since is None or not only_added:
             return {row["model_id"]: row for row in service.queries.leaderboard_rows(task)}
