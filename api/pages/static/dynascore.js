@@ -189,8 +189,8 @@
       for (i = 0; i < n; i++) scores[i] = scores[i] + share * column[i];
     });
     var order = orderOf(scores, prepared.performance);
-    var ranks = order ? ranksAlong(scores, order) : ranksByCount(scores);
-    if (!order) order = orderOf(scores, prepared.performance, true);
+    // a NaN score sorts nowhere in particular: its ranks are counted instead
+    var ranks = scores.some(isNaN) ? ranksByCount(scores) : ranksAlong(scores, order);
     var low = Infinity, high = -Infinity;
     for (i = 0; i < n; i++) { low = Math.min(low, scores[i]); high = Math.max(high, scores[i]); }
     var ranked = new Array(n);
@@ -211,13 +211,9 @@
   }
 
   // The board's order: Dynascore high to low, then performance, then the models' order.
-  // Null when a score is NaN (unless ``anyway``): that order is then not a ranking's.
-  function orderOf(scores, performance, anyway) {
+  function orderOf(scores, performance) {
     var n = scores.length, order = new Array(n);
-    for (var i = 0; i < n; i++) {
-      if (scores[i] !== scores[i] && !anyway) return null;
-      order[i] = i;
-    }
+    for (var i = 0; i < n; i++) order[i] = i;
     return order.sort(function (a, b) {
       var x = scores[a], y = scores[b];
       if (x !== y) return y - x;
