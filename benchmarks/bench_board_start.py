@@ -10,10 +10,14 @@ measured from outside over HTTP:
 * ``after_warmup_ms``: the same request once the background preparation had ``WARMUP_S``;
 * ``reweighted_page_ms``: median of 20 re-weighted pages of 100 (each weights distinct);
 * ``after_new_result_ms``: one more result stored (by this process, through the store, as a
-  worker would) and, ``WARMUP_S`` later, the board again (it holds the new model).
+  worker would) and, ``WARMUP_S`` later, the board again (it holds the new model);
+* ``first_board_after_restart_ms``: that server stopped (SIGTERM) and another started on
+  the same folder, the board asked for the moment it answers ``/health`` (it reads back the
+  board the last one kept instead of preparing it).
 
-Targets at 10,000 models: first board after start 200 ms, re-weighted page 20 ms. Ratios
-are to the 10-model service measured in the same run.
+``first_board_ms`` is a folder no server ever served, so no board was kept: the board is
+prepared from the rows. Targets at 10,000 models: first board after a (re)start 200 ms,
+re-weighted page 20 ms. Ratios are to the 10-model service measured in the same run.
 
 Usage: ``python benchmarks/bench_board_start.py [--models N]``.
 """
@@ -21,6 +25,7 @@ Usage: ``python benchmarks/bench_board_start.py [--models N]``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -30,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +48,7 @@ from usecases.service import Service  # noqa: E402
 
 WARMUP_S = 5.0
 BOARD = f"/api/v1/tasks/{TASK}/leaderboard"
-TARGETS_MS = {"first_board_ms": 200.0, "reweighted_page_ms": 20.0}
+TARGETS_MS = {"first_board_after_restart_ms": 200.0, "reweighted_page_ms": 20.0}
 
 
 def free_port() -> int:
@@ -59,7 +65,10 @@ def timed_get(url: str) -> tuple[float, dict[str, Any]]:
     return round(elapsed, 1), response.json()
 
 
-def measure(data: Path, n: int) -> dict[str, Any]:
+@contextlib.contextmanager
+def serving(data: Path) -> Iterator[str]:
+    """A fresh ``serve`` on ``data``, answering ``/health``; stopped by SIGTERM (it keeps its
+    boards on the way out) and waited for."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "DYNAEVAL_DATA_DIR": str(data)}
@@ -77,6 +86,14 @@ def measure(data: Path, n: int) -> dict[str, Any]:
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError("serve did not come up")
             time.sleep(0.02)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=120)
+
+
+def measure(data: Path, n: int) -> dict[str, Any]:
+    with serving(data) as base:
         first, board = timed_get(base + BOARD)
         assert board["total_models"] == n, board["total_models"]
         time.sleep(WARMUP_S)
@@ -101,17 +118,18 @@ def measure(data: Path, n: int) -> dict[str, Any]:
         time.sleep(WARMUP_S)
         landed, board = timed_get(base + BOARD)
         assert board["total_models"] == n + 1
-        return {
-            "models": n,
-            "first_board_ms": first,
-            "after_warmup_ms": warm,
-            "reweighted_page_ms": round(statistics.median(pages), 1),
-            "reweighted_page_p90_ms": sorted(pages)[17],
-            "after_new_result_ms": landed,
-        }
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+    with serving(data) as base:  # a restart: the board the last run kept
+        restarted, board = timed_get(base + BOARD)
+        assert board["total_models"] == n + 1
+    return {
+        "models": n,
+        "first_board_ms": first,
+        "after_warmup_ms": warm,
+        "reweighted_page_ms": round(statistics.median(pages), 1),
+        "reweighted_page_p90_ms": sorted(pages)[17],
+        "after_new_result_ms": landed,
+        "first_board_after_restart_ms": restarted,
+    }
 
 
 def seeded(folder: Path, n: int) -> Path:
@@ -139,10 +157,11 @@ def main() -> None:
             "after_warmup_ms",
             "reweighted_page_ms",
             "after_new_result_ms",
+            "first_board_after_restart_ms",
         )
     }
     met = {key: big[key] <= target for key, target in TARGETS_MS.items()}
-    report = {
+    report: dict[str, Any] = {
         "big": big,
         "baseline": small,
         "ratios": ratios,

@@ -24,6 +24,8 @@ from evaluator.runtimes.specs import DockerSpec, ProcessSpec, RuntimeSpec, UrlSp
 if TYPE_CHECKING:
     pass
 
+BOARDS_KEPT_S = 30.0  # how long a stopping serve waits for its boards to be kept
+
 
 # -- tasks -----------------------------------------------------------------------------------
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -232,7 +234,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         queue_examples_in_background(service, args.example_runtime)
     thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
     thread.start()
-    _keep_boards_warm(service, signals.requested)
+    boards = _keep_boards_warm(service, signals.requested)
     try:
         while not signals.requested.wait(1.0) and thread.is_alive():
             pass  # the main thread only waits: signal handlers run here
@@ -240,6 +242,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.shutdown()  # no new connections; requests in progress answer first
         if args.dev_server:
             server.server_close()
+        boards.join(timeout=BOARDS_KEPT_S)  # the boards kept for the next start
         service.stop_workers(timeout=args.grace_s + 30)  # the grace, then the hand-back
         service.close()
         signals.done()
@@ -247,13 +250,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _keep_boards_warm(service: Any, stop: threading.Event) -> None:
+def _keep_boards_warm(service: Any, stop: threading.Event) -> threading.Thread:
     """Every task's board prepared in the background, at start and as results land."""
     from usecases.boards.cache import keep_boards_warm
 
-    threading.Thread(
+    thread = threading.Thread(
         target=keep_boards_warm, args=(service, stop), name="boards", daemon=True
-    ).start()
+    )
+    thread.start()
+    return thread
 
 
 def _http_server(args: argparse.Namespace, app: Any) -> Any:

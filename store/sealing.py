@@ -9,7 +9,10 @@ they are and sealed by ``WebhookStore.seal_plaintext`` when a service opens.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
+import hmac
 import os
 import time
 from pathlib import Path
@@ -29,6 +32,9 @@ class Sealer:
 
     def __init__(self, key: str | bytes) -> None:
         self._fernet = Fernet(key)
+        # a key of its own for signing (never the encryption key itself), derived one way
+        raw = base64.urlsafe_b64decode(key)
+        self._mac_key = hashlib.blake2b(raw, digest_size=32, person=b"dynaeval-mac").digest()
 
     @classmethod
     def ephemeral(cls) -> Sealer:
@@ -54,6 +60,14 @@ class Sealer:
                 "a sealed secret does not open with this key: every process sharing the "
                 "database needs the same secret_key (DYNAEVAL_SECRET_KEY)"
             ) from None
+
+    def mac(self, data: bytes) -> bytes:
+        """A 32-byte keyed BLAKE2b tag of ``data`` (for files the server writes and reads
+        back, such as kept boards: one altered or cut short does not verify)."""
+        return hashlib.blake2b(data, digest_size=32, key=self._mac_key).digest()
+
+    def verify(self, data: bytes, tag: bytes) -> bool:
+        return hmac.compare_digest(self.mac(data), tag)
 
 
 def is_sealed(stored: str) -> bool:

@@ -135,6 +135,9 @@ def test_serve_scores_the_examples_and_stops_on_sigint(
     lines = [line for line in output.splitlines() if line.startswith(("Dynaeval ", "queued "))]
     assert lines[0].startswith("Dynaeval leaderboards: open http://127.0.0.1:"), output[-3000:]
     assert output.index("Dynaeval API on") < output.index(queued)
+    # on its way out, serve kept every task's board for the next start
+    kept = Path(cli_env["DYNAEVAL_DATA_DIR"]) / "blobs" / "boards"
+    assert {f"{entry['task']}.board" for entry in catalog} <= {p.name for p in kept.iterdir()}
 
 
 def check_every_board(

@@ -11,9 +11,12 @@ The rows are read incrementally: results are only ever added, so when a task gai
 only those stored since the newest one seen are read and merged (a model's newer result
 replaces its older one in place); a model's image going (the other change) reads them all
 again. ``keep_boards_warm`` (run by ``serve``) prepares every task's board at start, and
-again as results land for the boards viewers are looking at, so a viewer rarely waits;
-one who comes while a board is being read or prepared waits for that work instead of
-repeating it beside it (at 10,000 models, a second or two that two would share a core for).
+again as results land (within seconds for the boards viewers are looking at, within
+``kept.WRITE_EVERY_S`` for the others), so a viewer rarely waits; one who comes while a
+board is being read or prepared waits for that work instead of repeating it beside it (at
+10,000 models, a second or two that two would share a core for). Each task's own board is
+also kept across restarts (``usecases.boards.kept``): the first board after a start is
+read back instead of prepared when nothing it depends on changed meanwhile.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 from configs.schema import TaskSpec
 from store.db import Database
 from store.queries import ResultsMarks
+from usecases.boards import kept
 from usecases.boards.assemble import default_round_weights, reweighted
 from usecases.boards.leaderboard import PreparedBoard, prepare_board
 from usecases.service import Service
@@ -71,9 +75,12 @@ class RowCache:
         self._lock = threading.Lock()
         self._reading = TaskLocks()
 
-    def rows(self, service: Service, task: str) -> tuple[ResultsMarks, list[dict[str, Any]]]:
-        """The task's rows now, and the marks they were read at."""
-        marks = service.queries.results_marks(task)
+    def rows(
+        self, service: Service, task: str, marks: ResultsMarks | None = None
+    ) -> tuple[ResultsMarks, list[dict[str, Any]]]:
+        """The task's rows now (``marks``: the task's results marks, read just before), and
+        the marks they were read at."""
+        marks = marks if marks is not None else service.queries.results_marks(task)
         known = self._known(task)
         if known is not None and known.marks == marks:
             return marks, list(known.by_model.values())
@@ -123,6 +130,8 @@ class BoardCache:
         self._lock = threading.Lock()
         self.viewed: dict[str, float] = {}  # task -> time.monotonic() of its last viewer
         self.building = TaskLocks()  # one build per task at a time (see prepared)
+        self.kept_tried: set[str] = set()  # tasks whose board kept by the last run was looked at
+        self.kept: dict[str, Hashable] = {}  # task -> the key of its board as kept for a start
 
     def get(self, key: Hashable, build: Callable[[], PreparedBoard]) -> PreparedBoard:
         """The board under ``key``, built (outside the lock) when absent."""
@@ -130,12 +139,15 @@ class BoardCache:
         if board is not None:
             return board
         board = build()  # two threads may both build one: harmless, the results are equal
+        self.put(key, board)
+        return board
+
+    def put(self, key: Hashable, board: PreparedBoard) -> None:
         with self._lock:
             self._boards[key] = board
             self._boards.move_to_end(key)
             while len(self._boards) > self.size:
                 self._boards.popitem(last=False)
-        return board
 
     def find(self, key: Hashable) -> PreparedBoard | None:
         """The board under ``key`` if it is kept."""
@@ -178,14 +190,69 @@ def prepared(
     """``task``'s prepared board over its stored results under ``round_weights`` (the
     task's own when None), from the cache while they hold. ``warming``: asked for by
     ``keep_boards_warm``, not by a viewer."""
-    if round_weights is None:
-        round_weights = default_round_weights(task)
+    return _prepared(service, task, round_weights, instance_memory_gib, warming=warming)[1]
+
+
+def _prepared(
+    service: Service,
+    task: TaskSpec,
+    round_weights: Mapping[str, float] | None,
+    instance_memory_gib: float | None,
+    *,
+    warming: bool,
+) -> tuple[Hashable, PreparedBoard]:
+    """The board and the key it is kept under."""
+    own = _is_own(task, round_weights, instance_memory_gib)
+    round_weights = default_round_weights(task) if round_weights is None else round_weights
     boards, rows = _caches_of(service)
     if not warming:
         boards.viewed[task.name] = time.monotonic()
     hashes = service.dataset_hashes(task.name)
-    marks, current = rows.rows(service, task.name)
-    key = (
+    marks = service.queries.results_marks(task.name)
+    key = _key(task, marks, hashes, round_weights, instance_memory_gib)
+    found = boards.find(key)
+    if found is not None:
+        return key, found
+    with boards.building.of(task.name):  # a build of this board in progress: wait for it
+        found = boards.find(key)
+        if found is not None:
+            return key, found
+        if own and task.name not in boards.kept_tried:  # the first since the start
+            boards.kept_tried.add(task.name)
+            board = kept.read(service, task, key)
+            if board is not None:
+                boards.put(key, board)
+                boards.kept[task.name] = key
+                return key, board
+        marks, current = rows.rows(service, task.name, marks)
+        key = _key(task, marks, hashes, round_weights, instance_memory_gib)
+
+        def build() -> PreparedBoard:
+            rolled = reweighted(current, round_weights, task)
+            return prepare_board(task, rolled, instance_memory_gib, current_hashes=hashes)
+
+        return key, boards.get(key, build)
+
+
+def _is_own(
+    task: TaskSpec, round_weights: Mapping[str, float] | None, instance_memory_gib: float | None
+) -> bool:
+    """Whether these are the task's own round weights and memory (the board kept across
+    restarts)."""
+    return (round_weights is None or dict(round_weights) == default_round_weights(task)) and (
+        instance_memory_gib is None or instance_memory_gib == task.instance_memory_gib
+    )
+
+
+def _key(
+    task: TaskSpec,
+    marks: ResultsMarks,
+    hashes: Mapping[str, str],
+    round_weights: Mapping[str, float],
+    instance_memory_gib: float | None,
+) -> Hashable:
+    """Everything a prepared board depends on besides the task's definition."""
+    return (
         task.name,
         marks,
         tuple(sorted(hashes.items())),
@@ -195,36 +262,77 @@ def prepared(
         task.metric,
     )
 
-    def build() -> PreparedBoard:
-        rolled = reweighted(current, round_weights, task)
-        return prepare_board(task, rolled, instance_memory_gib, current_hashes=hashes)
-
-    found = boards.find(key)
-    if found is not None:
-        return found
-    with boards.building.of(task.name):  # a build of this board in progress: wait for it
-        return boards.get(key, build)
-
 
 def keep_boards_warm(
-    service: Service, stop: threading.Event, interval_s: float = WARM_INTERVAL_S
+    service: Service,
+    stop: threading.Event,
+    interval_s: float = WARM_INTERVAL_S,
+    *,
+    keep_every_s: float = kept.WRITE_EVERY_S,
+    clock: Callable[[], float] = time.monotonic,
 ) -> None:
-    """Prepare every task's board (its own weights) now, and again whenever its results
-    change while viewers look at it (asked for within ``WARM_FOR_S``), until ``stop`` is
-    set: the first viewer after a start or a new result finds it ready, and a board nobody
-    looks at costs nothing as results land."""
-    done: set[str] = set()
+    """Prepare every task's board (its own weights) now, and again as its results change:
+    within ``interval_s`` while viewers look at it (asked for within ``WARM_FOR_S``), within
+    ``keep_every_s`` otherwise, until ``stop`` is set. Each board is kept for the next start
+    (``usecases.boards.kept``) when it changed, at most every ``keep_every_s``, and once
+    more on the way out: the first viewer after a start or a new result finds it ready."""
+    keeper = _Keeper(service, keep_every_s, clock)
     while not stop.is_set():
-        viewed = cache_of(service).viewed
         for task in list(service.tasks.values()):
             if stop.is_set():
-                return
-            recent = time.monotonic() - viewed.get(task.name, -WARM_FOR_S) < WARM_FOR_S
-            if task.name in done and not recent:
-                continue
-            try:
-                prepared(service, task, warming=True)
-                done.add(task.name)
-            except Exception:  # a store outage or a closing service: try again later
-                LOG.debug("preparing %s's board failed; retrying", task.name, exc_info=True)
+                break
+            if keeper.due(task.name):
+                keeper.prepare(task)
+        keeper.write_due()
         stop.wait(interval_s)
+    for task in list(service.tasks.values()):  # results since a board's last preparation
+        keeper.prepare(task)
+    keeper.write_due(everything=True)
+
+
+class _Keeper:
+    """When each task's board is prepared again and kept for the next start."""
+
+    def __init__(self, service: Service, every_s: float, clock: Callable[[], float]) -> None:
+        self.service = service
+        self.every_s = every_s
+        self.clock = clock
+        self.boards = cache_of(service)
+        self.prepared_at: dict[str, float] = {}
+        self.written_at: dict[str, float] = {}
+        self.waiting: dict[str, tuple[TaskSpec, Hashable, PreparedBoard]] = {}
+
+    def due(self, task: str) -> bool:
+        """Never prepared, looked at lately, or not prepared for ``every_s``."""
+        if task not in self.prepared_at:
+            return True
+        now = self.clock()
+        viewed = self.boards.viewed.get(task)
+        recent = viewed is not None and time.monotonic() - viewed < WARM_FOR_S
+        return recent or now - self.prepared_at[task] >= self.every_s
+
+    def prepare(self, task: TaskSpec) -> None:
+        """Prepare ``task``'s board (its own weights); keep it later when it changed."""
+        try:
+            key, board = _prepared(self.service, task, None, None, warming=True)
+        except Exception:  # a store outage or a closing service: try again later
+            LOG.debug("preparing %s's board failed; retrying", task.name, exc_info=True)
+            return
+        self.prepared_at[task.name] = self.clock()
+        if self.boards.kept.get(task.name) != key:
+            self.waiting[task.name] = (task, key, board)
+
+    def write_due(self, *, everything: bool = False) -> None:
+        """Keep the boards waiting whose last write is ``every_s`` old (all: ``everything``)."""
+        now = self.clock()
+        for name, (task, key, board) in list(self.waiting.items()):
+            if not everything and now - self.written_at.get(name, -self.every_s) < self.every_s:
+                continue
+            del self.waiting[name]
+            try:
+                kept.write(self.service, task, key, board)
+            except Exception:  # a blob store outage: the next start prepares it instead
+                LOG.warning("keeping %s's board failed", name, exc_info=True)
+                continue
+            self.written_at[name] = now
+            self.boards.kept[name] = key

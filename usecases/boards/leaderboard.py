@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
@@ -99,14 +99,14 @@ class PreparedBoard:
     performance: np.ndarray
     units: pd.DataFrame
     amrs: dict[str, float | None]
-    entries: list[dict[str, Any]]
+    entries: Sequence[dict[str, Any]]  # a list, or rows decoded as read (a kept board)
     performance_ci: pd.DataFrame
     unranked: list[dict[str, Any]]
     rates: pd.Series = field(repr=False)
     resolution: dict[str, Resolution] = field(default_factory=dict)
     warnings: list[dict[str, Any]] = field(default_factory=list)  # see usecases.boards.measurement
     # the rows it was prepared from, and what pages derive from them once per board
-    source_rows: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
+    source_rows: Sequence[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
     derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def render(
@@ -257,8 +257,9 @@ def prepare_board(
     ]
     if not complete:
         empty = pd.DataFrame(columns=list(AXES), dtype=float)
+        no_intervals = pd.DataFrame(columns=["low", "high"], dtype=float)
         return PreparedBoard(
-            task, memory, ids, np.zeros(0), empty, {}, [], empty, unranked,
+            task, memory, ids, np.zeros(0), empty, {}, [], no_intervals, unranked,
             pd.Series(dtype=float), resolutions_of(rows), source_rows=source_rows,
         )  # fmt: skip
     resolution = resolutions_of(rows)

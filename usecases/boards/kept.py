@@ -1,0 +1,178 @@
+"""A task's prepared board kept across restarts, so the first viewer after a start does not
+wait for 10,000 rows to be read and prepared (about a second) before the first page.
+
+The background preparation writes each task's board under its own weights to the blob
+store (``boards/<task>.board``) when it changes, at most every ``WRITE_EVERY_S`` and once
+more when the server stops. A start reads it back only when it was prepared under exactly
+the same key (results version, data hashes, round weights, memory), task definition and
+board code: anything else and the board is prepared from the rows as before, so a kept
+board never shows other numbers than a fresh one would.
+
+The file is JSON text, never pickle: a header line with the board's numbers, then one line
+per entry and per source row, each decoded when a page first reads it (a page of 100 reads
+100 of 10,000). It is signed with the server's key (``Sealer.mac``): a file altered, cut
+short or written under another key is not used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Hashable, Iterator, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any, overload
+
+import numpy as np
+import pandas as pd
+
+from configs.schema import TaskSpec
+from configs.vocabulary.axes import AXES
+from dynascore.resolution import Resolution
+from store.blobs import BlobNotFound
+from usecases.boards.leaderboard import PreparedBoard
+from usecases.service import Service
+
+FORMAT = 1
+MAGIC = b"dynaeval-board\n"
+TAG_BYTES = 32
+WRITE_EVERY_S = 30.0  # at most one write per task this often while results keep landing
+LOG = logging.getLogger(__name__)
+# the code a prepared board's numbers come from: a board kept by other code is not used
+_SOURCES = ("dynascore", "usecases/boards", "store/queries.py")
+
+
+class LazyRows(Sequence[dict[str, Any]]):
+    """Rows kept as their JSON text, each decoded the first time it is read (read-only, as a
+    prepared board's rows are; two threads decoding the same row at once get equal rows)."""
+
+    def __init__(self, lines: list[bytes]) -> None:
+        self._lines = lines
+        self._rows: list[dict[str, Any] | None] = [None] * len(lines)
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        row = self._rows[index]
+        if row is None:
+            row = self._rows[index] = json.loads(self._lines[index])
+        return row
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (self[i] for i in range(len(self)))
+
+
+def blob_key(task: str) -> str:
+    return f"boards/{task}.board"
+
+
+@cache
+def code_fingerprint() -> str:
+    """A digest of the source files a prepared board's numbers depend on."""
+    root = Path(__file__).resolve().parents[2]
+    digest = hashlib.blake2b(digest_size=16)
+    for source in _SOURCES:
+        path = root / source
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(file.relative_to(root).as_posix().encode() + b"\0")
+            digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def key_digest(task: TaskSpec, key: Hashable) -> str:
+    """What a kept board must have been prepared under to be used: the cache key, the
+    task's whole definition and the board code."""
+    text = f"{FORMAT}\n{key!r}\n{task!r}\n{code_fingerprint()}"
+    return hashlib.blake2b(text.encode(), digest_size=32).hexdigest()
+
+
+def encode(board: PreparedBoard, digest: str) -> bytes:
+    """``board`` as the file's payload (see the module's docstring)."""
+    header = {
+        "format": FORMAT,
+        "key": digest,
+        "instance_memory_gib": board.instance_memory_gib,
+        "ids": board.ids.tolist(),
+        "performance": board.performance.tolist(),
+        "units": {axis: board.units[axis].tolist() for axis in AXES},
+        "amrs": board.amrs,
+        "performance_ci": {side: board.performance_ci[side].tolist() for side in ("low", "high")},
+        "unranked": board.unranked,
+        "rates": {str(axis): float(rate) for axis, rate in board.rates.items()},
+        "resolution": {axis: value.to_dict() for axis, value in board.resolution.items()},
+        "warnings": board.warnings,
+        "entries": len(board.entries),
+        "source_rows": len(board.source_rows),
+    }
+    lines = [json.dumps(header)]
+    lines += [json.dumps(entry) for entry in board.entries]
+    lines += [json.dumps(row) for row in board.source_rows]
+    return "\n".join(lines).encode()
+
+
+def decode(task: TaskSpec, payload: bytes, digest: str) -> PreparedBoard | None:
+    """The board in ``payload`` when it was kept under ``digest``, else None."""
+    lines = payload.split(b"\n")
+    header = json.loads(lines[0])
+    if header.get("format") != FORMAT or header.get("key") != digest:
+        return None
+    entries, sources = int(header["entries"]), int(header["source_rows"])
+    if len(lines) != 1 + entries + sources:
+        return None
+    ids = pd.Index(header["ids"], dtype=object)
+    ci = header["performance_ci"]
+    return PreparedBoard(
+        task=task,
+        instance_memory_gib=float(header["instance_memory_gib"]),
+        ids=ids,
+        performance=np.array(header["performance"], dtype=float),
+        units=pd.DataFrame(
+            {axis: np.array(header["units"][axis], dtype=float) for axis in AXES}, index=ids
+        ),
+        amrs=header["amrs"],
+        entries=LazyRows(lines[1 : 1 + entries]),
+        performance_ci=pd.DataFrame(
+            {side: np.array(ci[side], dtype=float) for side in ("low", "high")}, index=ids
+        ),
+        unranked=header["unranked"],
+        rates=pd.Series(header["rates"], dtype=float),
+        resolution={axis: Resolution(**value) for axis, value in header["resolution"].items()},
+        warnings=header["warnings"],
+        source_rows=LazyRows(lines[1 + entries :]),
+    )
+
+
+def write(service: Service, task: TaskSpec, key: Hashable, board: PreparedBoard) -> None:
+    """Keep ``board`` (prepared under ``key``) for the next start."""
+    payload = encode(board, key_digest(task, key))
+    service.blobs.put_bytes(blob_key(task.name), MAGIC + service.sealer.mac(payload) + payload)
+
+
+def read(service: Service, task: TaskSpec, key: Hashable) -> PreparedBoard | None:
+    """The kept board of ``task`` when it was prepared under ``key`` and verifies."""
+    try:
+        stored = service.blobs.get_bytes(blob_key(task.name))
+    except BlobNotFound:
+        return None
+    except Exception:  # a blob store outage: the board is prepared from the rows instead
+        LOG.warning("the kept board of %s could not be read", task.name, exc_info=True)
+        return None
+    tag, payload = stored[len(MAGIC) : len(MAGIC) + TAG_BYTES], stored[len(MAGIC) + TAG_BYTES :]
+    if not stored.startswith(MAGIC) or not service.sealer.verify(payload, tag):
+        LOG.warning("the kept board of %s does not verify; preparing it again", task.name)
+        return None
+    try:
+        return decode(task, payload, key_digest(task, key))
+    except (ValueError, KeyError, TypeError):  # a format this code does not read
+        LOG.warning("the kept board of %s is not readable; preparing it again", task.name)
+        return None
