@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -73,6 +74,13 @@ class ModelRow(Base):
         UniqueConstraint("owner_id", "idempotency_key", name="uq_models_owner_idempotency_key"),
         # the submissions list's order and cursor: a page reads its rows, not every row
         Index("ix_models_created_at_id", "created_at", "id"),
+        # a board's results marks count a task's gone images per request: only those rows
+        Index(
+            "ix_models_task_image_gone",
+            "task",
+            sqlite_where=text("image_gone_at IS NOT NULL"),
+            postgresql_where=text("image_gone_at IS NOT NULL"),
+        ),
     )
 
 
@@ -138,7 +146,7 @@ class ResultRow(Base):
     __tablename__ = "results"
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), primary_key=True)
     model_id: Mapped[str] = mapped_column(ForeignKey("models.id"), index=True)
-    task: Mapped[str] = mapped_column(String(64), index=True)
+    task: Mapped[str] = mapped_column(String(64))  # indexed first in (task, created_at)
     summary: Mapped[dict] = mapped_column(JSON)
     rounds: Mapped[list] = mapped_column(JSON)
     slices: Mapped[list] = mapped_column(JSON)

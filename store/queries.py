@@ -223,14 +223,24 @@ class Queries:
     def results_marks(self, task: str) -> ResultsMarks:
         """How many results ``task`` has, when the newest was stored, how many of its models'
         images are gone: results are only ever added, and marks only ever set."""
+        # one round trip; count(*) and max from the (task, created_at) index, the images
+        # gone from a partial index of the models whose image went (marks are never
+        # removed once set: a count suffices)
+        counted = select(func.count()).where(ResultRow.task == task).scalar_subquery()
+        newest = select(func.max(ResultRow.created_at)).where(ResultRow.task == task)
+        gone = (
+            select(func.count())
+            .select_from(ModelRow)
+            .where(ModelRow.task == task, ModelRow.image_gone_at.is_not(None))
+            .scalar_subquery()
+        )
         with self.db.session() as session:
-            count, newest = session.execute(  # count(*): the (task, created_at) index covers it
-                select(func.count(), func.max(ResultRow.created_at)).where(ResultRow.task == task)
+            count, stamp, images = session.execute(
+                select(counted, newest.scalar_subquery(), gone)
             ).one()
-            gone = session.scalar(  # marks are never removed once set: a count suffices
-                select(func.count(ModelRow.image_gone_at)).where(ModelRow.task == task)
-            )
-        return ResultsMarks(int(count), newest, int(gone or 0))
+        return ResultsMarks(
+            int(cast(int, count)), cast(datetime | None, stamp), int(cast(int, images))
+        )
 
     def results_through(self, task: str, moment: datetime) -> int:
         """How many results ``task`` has stored at or before ``moment`` (from the index)."""
