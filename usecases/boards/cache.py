@@ -299,6 +299,9 @@ class _Keeper:
         self.clock = clock
         self.boards = cache_of(service)
         self.prepared_at: dict[str, float] = {}
+        # the first write also waits ``every_s``: not in the busy first seconds after a start
+        # (keeping 10,000 models is about a second of encoding beside the requests)
+        self.started = clock()
         self.written_at: dict[str, float] = {}
         self.waiting: dict[str, tuple[TaskSpec, Hashable, PreparedBoard]] = {}
 
@@ -326,7 +329,7 @@ class _Keeper:
         """Keep the boards waiting whose last write is ``every_s`` old (all: ``everything``)."""
         now = self.clock()
         for name, (task, key, board) in list(self.waiting.items()):
-            if not everything and now - self.written_at.get(name, -self.every_s) < self.every_s:
+            if not everything and now - self.written_at.get(name, self.started) < self.every_s:
                 continue
             del self.waiting[name]
             try:
