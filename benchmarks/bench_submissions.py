@@ -166,7 +166,10 @@ def main() -> None:
         "target_route_s_per_page_of_100": 0.05,
         "met": results[0]["route_s"] < 0.05,
         "target_route_s_per_page_of_1000": 0.05,
-        "met_at_1000": min(r["route_s"] for r in results if r["page_size"] == 1000) < 0.05,
+        # the whole page (every field), as an admin lists them; not the polling fields
+        "met_at_1000": next(
+            r["route_s"] < 0.05 for r in results if r["page_size"] == 1000 and r["fields"] == "all"
+        ),
         "pages": results,
     }
     print(json.dumps(report, indent=2))

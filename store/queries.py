@@ -9,12 +9,11 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from dataclasses import fields as dataclass_fields
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Self, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
-from sqlalchemy import ColumnElement, and_, func, or_, select, true
-from sqlalchemy.orm import Session, load_only
+from sqlalchemy import ColumnElement, Row, and_, func, or_, select, true
+from sqlalchemy.orm import Session
 
 from configs.vocabulary.jobs import JobStatus
 from configs.vocabulary.results import SCORE_NUMBERS
@@ -52,7 +51,7 @@ class SubmissionPage:
     next_cursor: str | None
 
 
-def encode_cursor(model: ModelRow) -> str:
+def encode_cursor(model: ModelRow | Row[Any]) -> str:
     """An opaque cursor: the last row's sort key (creation time, id), base64url JSON."""
     raw = json.dumps([model.created_at.isoformat(), model.id]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -146,13 +145,15 @@ class Queries:
         columns = {
             column for name in wanted & set(_MODEL_COLUMNS) for column in _MODEL_COLUMNS[name]
         }
-        query = (
-            select(ModelRow)
-            # only what the fields read (the cursor needs created_at); reading any other
-            # column raises instead of quietly running a query per row
-            .options(load_only(ModelRow.created_at, *columns, raiseload=True))
-            .order_by(ModelRow.created_at.desc(), ModelRow.id.desc())
-        )
+        # only the columns the fields read (the cursor needs id and created_at), as plain
+        # rows read by name like the table's objects: reading any other column raises; a
+        # thousand ORM objects cost more than the query
+        selected = [
+            ModelRow.id,
+            ModelRow.created_at,
+            *(columns - {ModelRow.id, ModelRow.created_at}),
+        ]
+        query = select(*selected).order_by(ModelRow.created_at.desc(), ModelRow.id.desc())
         if task:
             query = query.where(ModelRow.task == task)
         if visible_to is not None:
@@ -166,7 +167,7 @@ class Queries:
                 )
             )
         with self.db.session() as session:
-            models = list(session.scalars(query.limit(limit + 1)))  # one more: is there a next?
+            models = list(session.execute(query.limit(limit + 1)))  # one more: is there a next?
             more = len(models) > limit
             models = models[:limit]
             items = _submission_dicts(session, models, wanted)
@@ -294,7 +295,7 @@ def _wanted(fields: Collection[str] | None) -> set[str]:
 
 
 def _submission_dicts(
-    session: Session, models: list[ModelRow], wanted: set[str]
+    session: Session, models: Sequence[ModelRow | Row[Any]], wanted: set[str]
 ) -> list[dict[str, Any]]:
     """Models as the list shows them (job and results, no scores), with their newest jobs,
     those jobs' attempts and the newest results loaded in one query each (each only when
@@ -311,42 +312,17 @@ def _submission_dicts(
             newest_job = jobs.get(model.id)
             data["job"] = _job_fields(newest_job, attempts[newest_job.id]) if newest_job else None
         if "results" in wanted:
-            newest = results.get(model.id)
-            data["results"] = _result_dict(newest) if newest else None
+            data["results"] = results.get(model.id)
         items.append(data)
     return items
 
 
-class _Listed:
-    """A row as the API shows it: only the columns it names, read without the ORM (a
-    thousand ORM rows, with their JSON decoded, cost several times more)."""
-
-    __slots__ = ()
-    TABLE: ClassVar[type]
-
-    @classmethod
-    def names(cls) -> list[str]:
-        """The columns it shows, in their order (its fields)."""
-        return [field.name for field in dataclass_fields(cast(Any, cls))]
-
-    @classmethod
-    def columns(cls) -> list[Any]:
-        """``TABLE``'s columns to select for ``of``."""
-        return [getattr(cls.TABLE, name) for name in cls.names()]
-
-    @classmethod
-    def of(cls, row: object) -> Self:
-        """From an ORM row of ``TABLE``, or a selected row of ``columns()`` (in that order)."""
-        if isinstance(row, cls.TABLE):
-            return cast(Any, cls)(*(getattr(row, name) for name in cls.names()))
-        return cast(Any, cls)(*cast(tuple[Any, ...], row))
-
-
-@dataclass(frozen=True, slots=True)
-class ListedJob(_Listed):
+# A row as the API shows it: only the columns it names, read without the ORM (a thousand
+# ORM rows, with their JSON decoded, cost several times more). Named tuples: a thousand are
+# made per page, and a frozen dataclass's __init__ costs 50 times a tuple's.
+class ListedJob(NamedTuple):
     """What the API shows of a job (its spec, runtime and checkpoint are not shown)."""
 
-    TABLE = JobRow
     id: str
     model_id: str | None
     status: str
@@ -361,11 +337,9 @@ class ListedJob(_Listed):
     finished_at: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
-class ListedAttempt(_Listed):
+class ListedAttempt(NamedTuple):
     """What the API shows of an attempt."""
 
-    TABLE = AttemptRow
     job_id: str
     attempt: int
     worker: str
@@ -374,37 +348,55 @@ class ListedAttempt(_Listed):
     failure_message: str | None
 
 
+Listed = TypeVar("Listed", ListedJob, ListedAttempt)
+_LISTED_TABLE: dict[type, type] = {ListedJob: JobRow, ListedAttempt: AttemptRow}
+
+
+def listed_columns(kind: type[Listed]) -> list[Any]:
+    """The columns of ``kind``'s table to select for it (its fields, in order)."""
+    return [getattr(_LISTED_TABLE[kind], name) for name in kind._fields]
+
+
+def listed_from(kind: type[Listed], row: object) -> Listed:
+    """``kind`` from an ORM row of its table."""
+    return kind._make(getattr(row, name) for name in kind._fields)
+
+
 def _newest_jobs(
     session: Session, ids: list[str]
 ) -> tuple[dict[str, ListedJob], dict[str, list[ListedAttempt]]]:
     """Each model's newest job, and those jobs' attempts in order."""
     jobs: dict[str, ListedJob] = {}
-    query = select(*ListedJob.columns()).where(JobRow.model_id.in_(ids))
+    query = select(*listed_columns(ListedJob)).where(JobRow.model_id.in_(ids))
     for row in session.execute(query.order_by(JobRow.created_at)):
-        job = ListedJob.of(row)
+        job = ListedJob._make(row)
         if job.model_id:  # always: the query selects by model
             jobs[job.model_id] = job  # created_at order: the newest stays
     attempts: dict[str, list[ListedAttempt]] = defaultdict(list)
     job_ids = [j.id for j in jobs.values()]
     if job_ids:
-        query = select(*ListedAttempt.columns()).where(AttemptRow.job_id.in_(job_ids))
+        query = select(*listed_columns(ListedAttempt)).where(AttemptRow.job_id.in_(job_ids))
         for row in session.execute(query.order_by(AttemptRow.attempt)):
-            attempt = ListedAttempt.of(row)
+            attempt = ListedAttempt._make(row)
             attempts[attempt.job_id].append(attempt)
     return jobs, attempts
 
 
-def _newest_results(session: Session, ids: list[str]) -> dict[str, ResultRow]:
-    results: dict[str, ResultRow] = {}
-    for result in session.scalars(
-        select(ResultRow).where(ResultRow.model_id.in_(ids)).order_by(ResultRow.created_at)
-    ):
-        results[result.model_id] = result  # created_at order: the newest stays
+def _newest_results(session: Session, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Each model's newest result as the list shows it (read as plain columns: a thousand
+    ORM rows cost more than the rest of the read)."""
+    columns = (ResultRow.model_id, ResultRow.summary, *_RESULT_PARTS)
+    query = select(*columns).where(ResultRow.model_id.in_(ids)).order_by(ResultRow.created_at)
+    results: dict[str, dict[str, Any]] = {}
+    for row in session.execute(query):
+        model_id, summary, *parts = cast(tuple[str, dict[str, Any], Any, Any, Any, Any], row)
+        # created_at order: the newest stays
+        results[model_id] = {**summary, **dict(zip(_RESULT_PART_NAMES, parts, strict=True))}
     return results
 
 
 # Each list field of a model: how it is read, and the columns it reads.
-_MODEL_FIELDS: dict[str, Callable[[ModelRow], Any]] = {
+_MODEL_FIELDS: dict[str, Callable[[Any], Any]] = {  # of a ModelRow, or a Row of its columns
     "id": lambda model: model.id,
     "task": lambda model: model.task,
     "name": lambda model: model.name,
@@ -428,7 +420,9 @@ _MODEL_COLUMNS: dict[str, tuple[Any, ...]] = {
 }
 
 
-def _model_dict(model: ModelRow, wanted: Collection[str] = LIST_FIELDS) -> dict[str, Any]:
+def _model_dict(
+    model: ModelRow | Row[Any], wanted: Collection[str] = LIST_FIELDS
+) -> dict[str, Any]:
     """The model's own list fields that ``wanted`` names, in the list's order."""
     return {name: read(model) for name, read in _MODEL_FIELDS.items() if name in wanted}
 
@@ -439,7 +433,7 @@ _BoardRow = tuple[
 ]
 
 
-def image_gone_of(model: ModelRow) -> dict[str, Any] | None:
+def image_gone_of(model: ModelRow | Row[Any]) -> dict[str, Any] | None:
     """When and why the model's image went (store.retention), or None while it is kept."""
     return _gone(model.image_gone, model.image_gone_at)
 
@@ -454,7 +448,8 @@ def _job_dict(job: JobRow, session: Session, show_internal: bool = False) -> dic
     attempts = session.scalars(
         select(AttemptRow).where(AttemptRow.job_id == job.id).order_by(AttemptRow.attempt)
     ).all()
-    return _job_fields(ListedJob.of(job), [ListedAttempt.of(a) for a in attempts], show_internal)
+    listed = [listed_from(ListedAttempt, attempt) for attempt in attempts]
+    return _job_fields(listed_from(ListedJob, job), listed, show_internal)
 
 
 def _job_fields(
@@ -574,14 +569,14 @@ def _utc(moment: datetime) -> str:
     return moment.isoformat() + "Z"
 
 
+# what a result shows beside its summary's fields, in order
+_RESULT_PARTS = (ResultRow.rounds, ResultRow.slices, ResultRow.profile, ResultRow.provenance)
+_RESULT_PART_NAMES = ("rounds", "slices", "profile", "provenance")
+
+
 def _result_dict(result: ResultRow) -> dict[str, Any]:
-    return {
-        **result.summary,
-        "rounds": result.rounds,
-        "slices": result.slices,
-        "profile": result.profile,
-        "provenance": result.provenance,
-    }
+    parts = (getattr(result, name) for name in _RESULT_PART_NAMES)
+    return {**result.summary, **dict(zip(_RESULT_PART_NAMES, parts, strict=True))}
 
 
 def _score_dict(row: ScoreRow) -> dict[str, Any]:
