@@ -234,7 +234,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         queue_examples_in_background(service, args.example_runtime)
     thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
     thread.start()
-    boards = _keep_boards_warm(service, signals.requested)
+    boards_stop = threading.Event()
+    boards = _keep_boards_warm(service, boards_stop)
     try:
         while not signals.requested.wait(1.0) and thread.is_alive():
             pass  # the main thread only waits: signal handlers run here
@@ -242,8 +243,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.shutdown()  # no new connections; requests in progress answer first
         if args.dev_server:
             server.server_close()
-        boards.join(timeout=BOARDS_KEPT_S)  # the boards kept for the next start
         service.stop_workers(timeout=args.grace_s + 30)  # the grace, then the hand-back
+        boards_stop.set()  # then every task's board, the workers' last results in it, is
+        boards.join(timeout=BOARDS_KEPT_S)  # kept for the next start
         service.close()
         signals.done()
     print("dynaeval serve: stopped", flush=True)

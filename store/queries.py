@@ -216,31 +216,35 @@ class Queries:
         newest was stored: results are never edited in place) or a model's image goes."""
         marks = self.results_marks(task)
         stamp = marks.newest.isoformat() if marks.newest is not None else None
-        return (
-            marks.results,
-            f"{stamp}|{marks.images_gone} images gone" if marks.images_gone else stamp,
-        )
+        if not marks.images_gone:
+            return marks.results, stamp
+        went = marks.newest_gone.isoformat() if marks.newest_gone is not None else None
+        return marks.results, f"{stamp}|{marks.images_gone} images gone|{went}"
 
     def results_marks(self, task: str) -> ResultsMarks:
-        """How many results ``task`` has, when the newest was stored, how many of its models'
-        images are gone: results are only ever added, and marks only ever set."""
-        # one round trip; count(*) and max from the (task, created_at) index, the images
-        # gone from a partial index of the models whose image went (marks are never
-        # removed once set: a count suffices)
+        """How many results ``task`` has and when the newest was stored (results are only
+        ever added), how many of its models' images are gone and when the last went (a mark
+        taken back when a removal failed, then set again, is then still a change)."""
+        # one round trip: the results' count and newest time from the (task, created_at)
+        # index, the images gone from a partial index of only the models whose image went
         counted = select(func.count()).where(ResultRow.task == task).scalar_subquery()
         newest = select(func.max(ResultRow.created_at)).where(ResultRow.task == task)
-        gone = (
-            select(func.count())
-            .select_from(ModelRow)
-            .where(ModelRow.task == task, ModelRow.image_gone_at.is_not(None))
-            .scalar_subquery()
+        gone = (ModelRow.task == task, ModelRow.image_gone_at.is_not(None))
+        gone_count = select(func.count()).select_from(ModelRow).where(*gone)
+        gone_newest = select(func.max(ModelRow.image_gone_at)).where(*gone)
+        query = select(
+            counted,
+            newest.scalar_subquery(),
+            gone_count.scalar_subquery(),
+            gone_newest.scalar_subquery(),
         )
         with self.db.session() as session:
-            count, stamp, images = session.execute(
-                select(counted, newest.scalar_subquery(), gone)
-            ).one()
+            count, stamp, images, went = session.execute(query).one()
         return ResultsMarks(
-            int(cast(int, count)), cast(datetime | None, stamp), int(cast(int, images))
+            int(cast(int, count)),
+            cast(datetime | None, stamp),
+            int(cast(int, images)),
+            cast(datetime | None, went),
         )
 
     def results_through(self, task: str, moment: datetime) -> int:
@@ -509,6 +513,7 @@ class ResultsMarks:
     results: int
     newest: datetime | None
     images_gone: int
+    newest_gone: datetime | None = None  # when the last of them went
 
 
 # How many finished jobs the start estimate takes its median duration from.

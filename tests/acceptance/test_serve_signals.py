@@ -55,9 +55,15 @@ def started(
 
 
 def stop(proc: subprocess.Popen[bytes], log_path: Path, *signums: int) -> str:
-    for signum in signums:
+    for number, signum in enumerate(signums, 1):
         proc.send_signal(signum)
-        time.sleep(0.2)
+        # the next only once this one was handled: two signals pending at once are handled
+        # in signal-number order (SIGINT before SIGTERM), whatever order they came in
+        deadline = time.monotonic() + STOP_S
+        while log_path.read_text().count("dynaeval serve: stopping") < number:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                break
+            time.sleep(0.05)
     code = proc.wait(timeout=STOP_S)
     output = log_path.read_text()
     assert code == 0, output[-3000:]

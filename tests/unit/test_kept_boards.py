@@ -119,7 +119,9 @@ def test_a_restart_answers_from_the_kept_board_without_reading_the_rows(
         restarted.close()
 
 
-@pytest.mark.parametrize("change", ["new result", "altered file", "other code", "other key"])
+@pytest.mark.parametrize(
+    "change", ["new result", "altered file", "cut short", "other code", "other key", "outage"]
+)
 def test_a_kept_board_that_no_longer_holds_is_not_used(
     data: Path, service: Service, row_reads: list[str], change: str,
     monkeypatch: pytest.MonkeyPatch,
@@ -127,6 +129,7 @@ def test_a_kept_board_that_no_longer_holds_is_not_used(
     seeded(service)
     warm_once(service)
     key = kept.blob_key(TASK)
+    assert service.blobs.exists(key)  # kept, then made not to hold
     if change == "new result":
         scored(service, "landed-after", 99.0)
     elif change == "altered file":
@@ -134,6 +137,15 @@ def test_a_kept_board_that_no_longer_holds_is_not_used(
         spot = stored.index(b'"performance": [') + len(b'"performance": [')
         stored[spot] = ord("9") if stored[spot] != ord("9") else ord("8")  # one digit of a score
         service.blobs.put_bytes(key, bytes(stored))
+    elif change == "cut short":
+        stored = service.blobs.get_bytes(key)
+        service.blobs.put_bytes(key, stored[: len(stored) // 2])
+    elif change == "outage":
+
+        def unreachable(self: Any, name: str) -> bytes:
+            raise ConnectionError("the blob store does not answer")
+
+        monkeypatch.setattr(type(service.blobs), "get_bytes", unreachable)
     elif change == "other code":
         monkeypatch.setattr(kept, "code_fingerprint", lambda: "another build")
     else:
@@ -160,9 +172,9 @@ def test_boards_are_kept_when_changed_at_most_every_so_often_and_on_the_way_out(
     writes: list[int] = []
     real = kept.write
 
-    def counted(svc: Service, spec: Any, key: Any, board: PreparedBoard) -> None:
+    def counted(svc: Service, key: Any, board: PreparedBoard) -> None:
         writes.append(len(board.ids))
-        real(svc, spec, key, board)
+        real(svc, key, board)
 
     monkeypatch.setattr(kept, "write", counted)
     keeper.prepare(task)
@@ -223,3 +235,25 @@ def test_lazy_rows_read_like_a_list() -> None:
     assert rows[0] is rows[0]  # decoded once
     with pytest.raises(IndexError):
         rows[3]
+
+
+def test_a_failed_write_is_tried_again_later_not_on_every_round(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [0.0]
+    keeper = _Keeper(service, every_s=30.0, clock=lambda: now[0])
+    tries: list[float] = []
+
+    def failing(svc: Service, key: Any, board: PreparedBoard) -> None:
+        tries.append(now[0])
+        raise ConnectionError("the blob store does not answer")
+
+    monkeypatch.setattr(kept, "write", failing)
+    scored(service, "m0", 50.0)
+    task = service.tasks[TASK]
+    for second in range(30, 95, 2):  # a viewed board is prepared every round
+        now[0] = float(second)
+        keeper.prepare(task)
+        keeper.write_due()
+    assert tries == [30.0, 60.0, 90.0]
+    assert TASK not in keeper.boards.kept

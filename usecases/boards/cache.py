@@ -106,6 +106,7 @@ class RowCache:
             known is not None
             and since is not None
             and known.marks.images_gone == marks.images_gone
+            and known.marks.newest_gone == marks.newest_gone
             and known.marks.results <= marks.results
             # a result's time is taken before its transaction commits: one stored at or
             # before the newest read may land after that read, and a read of the newer
@@ -203,6 +204,8 @@ def _prepared(
 ) -> tuple[Hashable, PreparedBoard]:
     """The board and the key it is kept under."""
     own = _is_own(task, round_weights, instance_memory_gib)
+    if own:  # the task's own, written as the kept board's key writes them
+        round_weights, instance_memory_gib = default_round_weights(task), None
     round_weights = default_round_weights(task) if round_weights is None else round_weights
     boards, rows = _caches_of(service)
     if not warming:
@@ -214,6 +217,12 @@ def _prepared(
     if found is not None:
         return key, found
     with boards.building.of(task.name):  # a build of this board in progress: wait for it
+        found = boards.find(key)
+        if found is not None:
+            return key, found
+        # the marks again: results may have landed while a build before this one ran
+        marks = service.queries.results_marks(task.name)
+        key = _key(task, marks, hashes, round_weights, instance_memory_gib)
         found = boards.find(key)
         if found is not None:
             return key, found
@@ -303,7 +312,7 @@ class _Keeper:
         # (keeping 10,000 models is about a second of encoding beside the requests)
         self.started = clock()
         self.written_at: dict[str, float] = {}
-        self.waiting: dict[str, tuple[TaskSpec, Hashable, PreparedBoard]] = {}
+        self.waiting: dict[str, tuple[Hashable, PreparedBoard]] = {}
 
     def due(self, task: str) -> bool:
         """Never prepared, looked at lately, or not prepared for ``every_s``."""
@@ -323,19 +332,19 @@ class _Keeper:
             return
         self.prepared_at[task.name] = self.clock()
         if self.boards.kept.get(task.name) != key:
-            self.waiting[task.name] = (task, key, board)
+            self.waiting[task.name] = (key, board)
 
     def write_due(self, *, everything: bool = False) -> None:
         """Keep the boards waiting whose last write is ``every_s`` old (all: ``everything``)."""
         now = self.clock()
-        for name, (task, key, board) in list(self.waiting.items()):
+        for name, (key, board) in list(self.waiting.items()):
             if not everything and now - self.written_at.get(name, self.started) < self.every_s:
                 continue
             del self.waiting[name]
+            self.written_at[name] = now  # a failed write too: tried again ``every_s`` later
             try:
-                kept.write(self.service, task, key, board)
+                kept.write(self.service, key, board)
             except Exception:  # a blob store outage: the next start prepares it instead
                 LOG.warning("keeping %s's board failed", name, exc_info=True)
                 continue
-            self.written_at[name] = now
             self.boards.kept[name] = key

@@ -20,7 +20,6 @@ import hashlib
 import json
 import logging
 from collections.abc import Hashable, Iterator, Sequence
-from functools import cache
 from pathlib import Path
 from typing import Any, overload
 
@@ -41,7 +40,13 @@ WRITE_EVERY_S = 30.0  # at most one write per task this often while results keep
 LOG = logging.getLogger(__name__)
 _ENCODER = json.JSONEncoder(check_circular=False)
 # the code a prepared board's numbers come from: a board kept by other code is not used
-_SOURCES = ("dynascore", "usecases/boards", "store/queries.py")
+_SOURCES = (
+    "dynascore",
+    "usecases/boards",
+    "store/queries.py",
+    "configs/schema.py",
+    "configs/vocabulary",
+)
 
 
 class LazyRows(Sequence[dict[str, Any]]):
@@ -77,23 +82,40 @@ def blob_key(task: str) -> str:
     return f"boards/{task}.board"
 
 
-@cache
-def code_fingerprint() -> str:
-    """A digest of the source files a prepared board's numbers depend on."""
+def _fingerprint() -> str | None:
+    """A digest of the source files a prepared board's numbers depend on and of the
+    libraries that compute them, or None (nothing is kept) when a source is unreadable."""
     root = Path(__file__).resolve().parents[2]
-    digest = hashlib.blake2b(digest_size=16)
-    for source in _SOURCES:
-        path = root / source
-        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            digest.update(file.relative_to(root).as_posix().encode() + b"\0")
-            digest.update(file.read_bytes())
+    digest = hashlib.blake2b(f"numpy {np.__version__} pandas {pd.__version__}".encode())
+    try:
+        for source in _SOURCES:
+            path = root / source
+            for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+                digest.update(file.relative_to(root).as_posix().encode() + b"\0")
+                digest.update(file.read_bytes())
+    except OSError:
+        LOG.warning("the board code's sources cannot be read: boards are not kept", exc_info=True)
+        return None
     return digest.hexdigest()
 
 
-def key_digest(task: TaskSpec, key: Hashable) -> str:
+# Read once, when the server loads the code: files replaced later (an upgrade in place)
+# must not sign the boards this process's code prepared.
+_CODE = _fingerprint()
+
+
+def code_fingerprint() -> str | None:
+    """The fingerprint of the board code this process runs (see ``_fingerprint``)."""
+    return _CODE
+
+
+def key_digest(task: TaskSpec, key: Hashable) -> str | None:
     """What a kept board must have been prepared under to be used: the cache key, the
-    task's whole definition and the board code."""
-    text = f"{FORMAT}\n{key!r}\n{task!r}\n{code_fingerprint()}"
+    task's whole definition and the board code (None: the code is unknown, keep nothing)."""
+    code = code_fingerprint()
+    if code is None:
+        return None
+    text = f"{FORMAT}\n{key!r}\n{task!r}\n{code}"
     return hashlib.blake2b(text.encode(), digest_size=32).hexdigest()
 
 
@@ -154,14 +176,22 @@ def decode(task: TaskSpec, payload: bytes, digest: str) -> PreparedBoard | None:
     )
 
 
-def write(service: Service, task: TaskSpec, key: Hashable, board: PreparedBoard) -> None:
-    """Keep ``board`` (prepared under ``key``) for the next start."""
-    payload = encode(board, key_digest(task, key))
-    service.blobs.put_bytes(blob_key(task.name), MAGIC + service.sealer.mac(payload) + payload)
+def write(service: Service, key: Hashable, board: PreparedBoard) -> None:
+    """Keep ``board`` (prepared under ``key``, from the task definition it holds) for the
+    next start."""
+    digest = key_digest(board.task, key)
+    if digest is None:
+        return
+    payload = encode(board, digest)
+    stored = MAGIC + service.sealer.mac(payload) + payload
+    service.blobs.put_bytes(blob_key(board.task.name), stored)
 
 
 def read(service: Service, task: TaskSpec, key: Hashable) -> PreparedBoard | None:
     """The kept board of ``task`` when it was prepared under ``key`` and verifies."""
+    digest = key_digest(task, key)
+    if digest is None:
+        return None
     try:
         stored = service.blobs.get_bytes(blob_key(task.name))
     except BlobNotFound:
@@ -174,7 +204,7 @@ def read(service: Service, task: TaskSpec, key: Hashable) -> PreparedBoard | Non
         LOG.warning("the kept board of %s does not verify; preparing it again", task.name)
         return None
     try:
-        return decode(task, payload, key_digest(task, key))
+        return decode(task, payload, digest)
     except (ValueError, KeyError, TypeError):  # a format this code does not read
         LOG.warning("the kept board of %s is not readable; preparing it again", task.name)
         return None
