@@ -61,13 +61,16 @@ class Sealer:
                 "database needs the same secret_key (DYNAEVAL_SECRET_KEY)"
             ) from None
 
-    def mac(self, data: bytes) -> bytes:
-        """A 32-byte keyed BLAKE2b tag of ``data`` (for files the server writes and reads
-        back, such as kept boards: one altered or cut short does not verify)."""
-        return hashlib.blake2b(data, digest_size=32, key=self._mac_key).digest()
+    def mac(self, data: bytes, purpose: bytes) -> bytes:
+        """A 32-byte keyed BLAKE2b tag of ``data`` for ``purpose`` (at most 16 bytes: a tag
+        made for one use never verifies for another), for files the server writes and reads
+        back, such as kept boards: one altered or cut short does not verify."""
+        if not 0 < len(purpose) <= 16:
+            raise ValueError("a MAC's purpose is 1 to 16 bytes")
+        return hashlib.blake2b(data, digest_size=32, key=self._mac_key, person=purpose).digest()
 
-    def verify(self, data: bytes, tag: bytes) -> bool:
-        return hmac.compare_digest(self.mac(data), tag)
+    def verify(self, data: bytes, tag: bytes, purpose: bytes) -> bool:
+        return hmac.compare_digest(self.mac(data, purpose), tag)
 
 
 def is_sealed(stored: str) -> bool:

@@ -132,3 +132,15 @@ def test_a_crash_while_making_the_key_leaves_no_empty_key(
     sealed = Sealer.for_data_dir(tmp_path).seal("whsec_x")
     assert Sealer.for_data_dir(tmp_path).open(sealed) == "whsec_x"
     assert _mode(tmp_path / KEY_FILE) == 0o600
+
+
+def test_a_mac_verifies_only_its_own_data_purpose_and_key() -> None:
+    sealer, other = Sealer.ephemeral(), Sealer.ephemeral()
+    tag = sealer.mac(b"a board", b"kept board")
+    assert sealer.verify(b"a board", tag, b"kept board")
+    assert not sealer.verify(b"a board!", tag, b"kept board")  # altered
+    assert not sealer.verify(b"a boar", tag, b"kept board")  # cut short
+    assert not sealer.verify(b"a board", tag, b"another use")  # made for another purpose
+    assert not other.verify(b"a board", tag, b"kept board")  # another server's key
+    with pytest.raises(ValueError):
+        sealer.mac(b"x", b"a purpose longer than sixteen bytes")

@@ -36,6 +36,7 @@ from usecases.service import Service
 FORMAT = 1
 MAGIC = b"dynaeval-board\n"
 TAG_BYTES = 32
+PURPOSE = b"kept board"  # what the server's key signs here (Sealer.mac)
 WRITE_EVERY_S = 30.0  # at most one write per task this often while results keep landing
 LOG = logging.getLogger(__name__)
 _ENCODER = json.JSONEncoder(check_circular=False)
@@ -183,7 +184,7 @@ def write(service: Service, key: Hashable, board: PreparedBoard) -> None:
     if digest is None:
         return
     payload = encode(board, digest)
-    stored = MAGIC + service.sealer.mac(payload) + payload
+    stored = MAGIC + service.sealer.mac(payload, PURPOSE) + payload
     service.blobs.put_bytes(blob_key(board.task.name), stored)
 
 
@@ -200,7 +201,7 @@ def read(service: Service, task: TaskSpec, key: Hashable) -> PreparedBoard | Non
         LOG.warning("the kept board of %s could not be read", task.name, exc_info=True)
         return None
     tag, payload = stored[len(MAGIC) : len(MAGIC) + TAG_BYTES], stored[len(MAGIC) + TAG_BYTES :]
-    if not stored.startswith(MAGIC) or not service.sealer.verify(payload, tag):
+    if not stored.startswith(MAGIC) or not service.sealer.verify(payload, tag, PURPOSE):
         LOG.warning("the kept board of %s does not verify; preparing it again", task.name)
         return None
     try:
