@@ -430,9 +430,11 @@ def _candidate(
 ) -> str | None:
     """The id of the job to run next at ``now``, if any, in claim order (store.claims),
     among those whose requirements ``capabilities`` meet: GPUs are filtered in SQL, the rest
-    among the first ``CANDIDATES`` (locked on PostgreSQL, so claimers skip each other's);
-    when none of those fits, among the rest of the queue, so jobs this worker cannot run
-    never hold back those it can."""
+    among the first ``CANDIDATES``; when none of those fits, among the rest of the queue, so
+    jobs this worker cannot run never hold back those it can. On PostgreSQL the first is
+    the best job no other claim has locked, locked alone: a claim that locked all it looks
+    through would hide the next fair jobs from a claimer beside it (which skips locked
+    rows) and hand that one a job from behind them."""
     joined, keys = claim_order(now)
     gpus = capabilities.gpus if capabilities is not None else 0
     query = (
@@ -457,12 +459,13 @@ def _candidate(
             and Requirements.parse(needs).met_by(capabilities)
         )
 
-    for job_id, needs in session.execute(locked(query.limit(CANDIDATES))):
+    head = 1 if postgres else CANDIDATES
+    for job_id, needs in session.execute(locked(query.limit(head))):
         if meets(needs):
             return str(job_id)
     # Rare: the head of the queue is jobs this worker cannot run. Look through all of it
     # (unlocked: the claim's conditional update settles a race for the job found).
-    for job_id, needs in session.execute(query.offset(CANDIDATES)):
+    for job_id, needs in session.execute(query.offset(head)):
         if meets(needs):
             return str(job_id)
     return None

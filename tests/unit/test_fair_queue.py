@@ -169,3 +169,24 @@ def jobs(store: JobStore) -> list[tuple[str, str]]:
 
     with store.db.session() as session:
         return [(m, j) for m, j in session.execute(select(JobRow.model_id, JobRow.id))]
+
+
+def test_a_claim_in_progress_does_not_hide_the_next_fair_job_from_another(
+    world: tuple[JobStore, ManualClock, dict[str, str]],
+) -> None:
+    """Two workers claiming at once: the one that comes second takes the next job in fair
+    order, not one behind every job the first is looking at (on PostgreSQL a claim locks
+    the candidates it looks at, and the other claimer skips locked rows)."""
+    from store.jobs import _candidate
+
+    store, clock, users = world
+    flood = submit(store, users["flood"], 60)
+    for _ in range(3):
+        assert run_next(store, clock) in flood
+    few = submit(store, users["few"], 2)
+    with store.db.session() as session, session.begin():  # a claim in progress
+        assert _candidate(session, clock.now()) == few[0]
+        second = store.claim("w2", 600)  # meanwhile another worker claims
+    # SQLite locks no rows: the same candidate (the first claim's update would then miss
+    # and take the next); PostgreSQL: the next one, not one behind the first's candidates
+    assert second is not None and second.id in few
