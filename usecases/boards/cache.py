@@ -217,9 +217,6 @@ def _prepared(
     if found is not None:
         return key, found
     with boards.building.of(task.name):  # a build of this board in progress: wait for it
-        found = boards.find(key)
-        if found is not None:
-            return key, found
         # the marks again: results may have landed while a build before this one ran
         marks = service.queries.results_marks(task.name)
         key = _key(task, marks, hashes, round_weights, instance_memory_gib)
