@@ -6,18 +6,42 @@ the submitter who has started the fewest jobs in the last ``FAIR_SHARE_WINDOW`` 
 ones counted however old), then the task that has; then the oldest available, then the
 oldest made. One submitter's flood of 200 jobs thus cannot hold back another's 2, nor one
 task's flood the other tasks. Counting running jobs alone would not do: with one worker
-every submitter has at most one, and the flood's older jobs would keep winning."""
+every submitter has at most one, and the flood's older jobs would keep winning.
+
+The claim's own statements are built once per process with bound parameters (``now``,
+``since``, ``gpus``): a claim then costs its round trips, not the building of a query with
+two grouped subqueries, which with several claimers in one process held the GIL longer than
+the database took to answer."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, FromClause, and_, false, func, or_, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    DateTime,
+    FromClause,
+    Integer,
+    Select,
+    Update,
+    and_,
+    bindparam,
+    false,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.sql.dml import Insert
 
+from configs.vocabulary.capabilities import Capabilities, Requirements
 from configs.vocabulary.jobs import JobStatus
-from store.models import JobRow, ModelRow
+from store.models import AttemptRow, JobRow, ModelRow
 
 FAIR_SHARE_WINDOW = timedelta(hours=1)  # how far back the jobs a submitter started count
 
@@ -25,20 +49,31 @@ FAIR_SHARE_WINDOW = timedelta(hours=1)  # how far back the jobs a submitter star
 def claim_order(now: datetime) -> tuple[FromClause, tuple[ColumnElement[Any], ...]]:
     """Jobs joined to their model and to the fair-share counts at ``now``, and the keys a
     claim sorts them by, each ascending (best first)."""
-    recent = or_(JobRow.started_at >= now - FAIR_SHARE_WINDOW, JobRow.status == JobStatus.RUNNING)
+    return _order(now - FAIR_SHARE_WINDOW)
+
+
+def _order(since: Any) -> tuple[FromClause, tuple[ColumnElement[Any], ...]]:
+    """claim_order with the fair-share window starting at ``since`` (a time or a bound
+    parameter)."""
+    # One pass over the recent jobs (an index on started_at finds them, however long the
+    # history), grouped by submitter and task; the two counts are sums over those groups.
     owner = func.coalesce(ModelRow.owner_id, "")
-    by_owner = (
-        select(owner.label("owner"), func.count().label("started"))
+    recent = (
+        select(owner.label("owner"), JobRow.task.label("task"), func.count().label("started"))
         .select_from(JobRow)
         .outerjoin(ModelRow, ModelRow.id == JobRow.model_id)
-        .where(recent)
-        .group_by(owner)
+        .where(or_(JobRow.started_at >= since, JobRow.status == JobStatus.RUNNING))
+        .group_by(owner, JobRow.task)
+        .cte("recent")
+    )
+    by_owner = (
+        select(recent.c.owner, func.sum(recent.c.started).label("started"))
+        .group_by(recent.c.owner)
         .subquery()
     )
     by_task = (
-        select(JobRow.task.label("task"), func.count().label("started"))
-        .where(recent)
-        .group_by(JobRow.task)
+        select(recent.c.task, func.sum(recent.c.started).label("started"))
+        .group_by(recent.c.task)
         .subquery()
     )
     joined = (
@@ -64,3 +99,136 @@ def claimed_before(
         return false()
     first, rest = keys[0], keys[1:]
     return or_(first < values[0], and_(first == values[0], claimed_before(rest, values[1:])))
+
+
+HEAD = 32  # jobs a claim on SQLite looks through for one whose requirements it meets
+
+
+class Claimable(NamedTuple):
+    """A queued job a worker may claim, with what its model needs."""
+
+    id: str
+    requirements: Mapping[str, Any] | None
+    runtime: Mapping[str, Any] | None
+
+
+class Claimed(NamedTuple):
+    """The claimed job's columns as the claim left them."""
+
+    id: str
+    model_id: str | None
+    task: str
+    attempts: int
+    max_attempts: int
+    kind: str | None
+    spec: Mapping[str, Any] | None
+    checkpoint: Mapping[str, Any] | None
+    platform_faults: int
+
+
+def claimable(
+    connection: Connection, now: datetime, capabilities: Capabilities | None = None
+) -> Claimable | None:
+    """The job to run next at ``now``, if any, in claim order, among those whose
+    requirements ``capabilities`` meet: GPUs are filtered in SQL, the rest among the first
+    ``HEAD``; when none of those fits, among the rest of the queue, so jobs this worker
+    cannot run never hold back those it can. On PostgreSQL the first is the best job no
+    other claim has locked, locked alone: a claim that locked all it looks through would
+    hide the next fair jobs from a claimer beside it (which skips locked rows) and hand
+    that one a job from behind them."""
+    postgres = connection.dialect.name == "postgresql"
+    values = {
+        "now": now,
+        "since": now - FAIR_SHARE_WINDOW,
+        "gpus": capabilities.gpus if capabilities is not None else 0,
+    }
+    for job in connection.execute(_head(postgres), values):
+        if _meets(job.requirements, capabilities):
+            return Claimable._make(job)
+    # Rare: the head of the queue is jobs this worker cannot run. Look through all of it
+    # (unlocked: the claim's conditional update settles a race for the job found).
+    for job in connection.execute(_rest(postgres), values):
+        if _meets(job.requirements, capabilities):
+            return Claimable._make(job)
+    return None
+
+
+def take(connection: Connection, values: Mapping[str, Any]) -> Claimed | None:
+    """Mark the queued job ``values["job"]`` running under a new lease (the conditional
+    update: None when another claim took it first) and open the claim's attempt."""
+    row = connection.execute(_TAKE, values).first()
+    if row is None:
+        return None
+    claimed = Claimed._make(row)
+    connection.execute(
+        _ATTEMPT,
+        {
+            "job_id": claimed.id,
+            "attempt": claimed.attempts,
+            "worker": values["worker"],
+            "lease_token": values["token"],
+            "started_at": values["now"],
+        },
+    )
+    return claimed
+
+
+def _meets(needs: object, capabilities: Capabilities | None) -> bool:
+    return needs is None or (
+        capabilities is not None
+        and isinstance(needs, Mapping)
+        and Requirements.parse(needs).met_by(capabilities)
+    )
+
+
+def _queued() -> Select[Any]:
+    """Available queued jobs a worker with ``gpus`` may run, best first."""
+    joined, keys = _order(bindparam("since", type_=DateTime()))
+    return (
+        select(JobRow.id, ModelRow.requirements, ModelRow.runtime)
+        .select_from(joined)
+        .where(
+            JobRow.status == JobStatus.QUEUED,
+            JobRow.available_at <= bindparam("now", type_=DateTime()),
+            func.coalesce(ModelRow.required_gpus, 0) <= bindparam("gpus", type_=Integer()),
+        )
+        .order_by(*keys)
+    )
+
+
+@functools.cache
+def _head(postgres: bool) -> Select[Any]:
+    # PostgreSQL: concurrent claimers skip each other's locked job.
+    if postgres:
+        return _queued().limit(1).with_for_update(skip_locked=True, of=JobRow)
+    return _queued().limit(HEAD)
+
+
+@functools.cache
+def _rest(postgres: bool) -> Select[Any]:
+    return _queued().offset(1 if postgres else HEAD)
+
+
+def _take() -> Update:
+    now = bindparam("now", type_=DateTime())
+    return (
+        update(JobRow)
+        .where(JobRow.id == bindparam("job"), JobRow.status == JobStatus.QUEUED)
+        .values(
+            status=JobStatus.RUNNING,
+            lease_owner=bindparam("worker"),
+            lease_token=bindparam("token"),
+            lease_domain=bindparam("domain"),
+            heartbeat_at=now,
+            lease_expires_at=bindparam("expires", type_=DateTime()),
+            attempts=JobRow.attempts + 1,
+            started_at=now,
+            stage="claimed",
+            progress=0.0,
+        )
+        .returning(*(JobRow.__table__.c[name] for name in Claimed._fields))
+    )
+
+
+_TAKE = _take()
+_ATTEMPT: Insert = insert(AttemptRow)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -31,7 +31,7 @@ from configs.vocabulary.jobs import (
     check_transition,
 )
 from configs.vocabulary.results import EvaluationResult, Failure
-from store.claims import claim_order
+from store.claims import Claimable, Claimed, claimable, take
 from store.db import Database
 from store.idempotency import DuplicateSubmission, find_by_key
 from store.late import LateResults
@@ -49,7 +49,7 @@ from store.leases import (
     settle,
     updated,
 )
-from store.models import AttemptRow, JobRow, ModelRow, TaskRow
+from store.models import JobRow, ModelRow, TaskRow
 from store.results import record_done
 from store.webhooks import forget_model
 
@@ -245,31 +245,28 @@ class JobStore(LeaseRecovery, LateResults):
         (settle_predecessor). Only jobs whose model's requirements ``capabilities`` meet
         are taken (a worker that says nothing of itself takes the jobs that need nothing)."""
         for _ in range(5):  # another worker may win the race for a candidate; try the next
-            with self.db.session() as session, session.begin():
+            # Core statements built once (store.claims): with several workers in one
+            # process, building and loading ORM objects per claim cost more than the SQL.
+            with self.db.engine.begin() as connection:
                 now = self.clock.now()
-                job_id = _candidate(session, now, capabilities)
-                if job_id is None:
+                found = claimable(connection, now, capabilities)
+                if found is None:
                     return None
                 token = new_token()
-                claimed = updated(
-                    session,
-                    update(JobRow)
-                    .where(JobRow.id == job_id, JobRow.status == JobStatus.QUEUED)
-                    .values(
-                        status=JobStatus.RUNNING,
-                        lease_owner=worker,
-                        lease_token=token,
-                        lease_domain=domain,
-                        **lease_columns(now, lease_s),
-                        attempts=JobRow.attempts + 1,
-                        started_at=now,
-                        stage="claimed",
-                        progress=0.0,
-                    ),
+                lease = lease_columns(now, lease_s)
+                claimed = take(
+                    connection,
+                    {
+                        "job": found.id,
+                        "worker": worker,
+                        "token": token,
+                        "domain": domain,
+                        "now": now,
+                        "expires": lease["lease_expires_at"],
+                    },
                 )
-                if claimed != 1:
-                    continue
-                return _claimed(session, job_id, worker, token, now)
+                if claimed is not None:
+                    return _claimed(claimed, found, token)
         return None
 
     def heartbeat(
@@ -362,28 +359,21 @@ class JobStore(LeaseRecovery, LateResults):
         return CancelOutcome(job.id, was)
 
 
-def _claimed(session: Session, job_id: str, worker: str, token: str, now: datetime) -> ClaimedJob:
-    """Open the claim's attempt row and describe the claimed job to its worker."""
-    job = existing(session.get(JobRow, job_id))
-    model = session.get(ModelRow, job.model_id) if job.model_id else None
-    session.add(
-        AttemptRow(
-            job_id=job_id, attempt=job.attempts, worker=worker, lease_token=token, started_at=now
-        )
-    )
+def _claimed(claimed: Claimed, found: Claimable, token: str) -> ClaimedJob:
+    """Describe the claimed job to its worker."""
     return ClaimedJob(
-        job.id,
-        job.model_id,
-        job.task,
-        dict(model.runtime) if model else {},
-        job.attempts,
-        job.max_attempts,
+        claimed.id,
+        claimed.model_id,
+        claimed.task,
+        dict(found.runtime or {}),
+        claimed.attempts,
+        claimed.max_attempts,
         token,
-        JobKind(job.kind or JobKind.EVALUATE),
-        dict(job.spec) if job.spec else None,
-        dict(job.checkpoint) if job.checkpoint else None,
-        job.platform_faults,
-        Requirements.parse(model.requirements) if model and model.requirements else Requirements(),
+        JobKind(claimed.kind or JobKind.EVALUATE),
+        dict(claimed.spec) if claimed.spec else None,
+        dict(claimed.checkpoint) if claimed.checkpoint else None,
+        claimed.platform_faults,
+        Requirements.parse(found.requirements) if found.requirements else Requirements(),
     )
 
 
@@ -420,52 +410,3 @@ def _new_job(
         priority=0,
         kind=JobKind.EVALUATE,
     )
-
-
-CANDIDATES = 32  # jobs a claim looks through for one whose requirements it meets
-
-
-def _candidate(
-    session: Session, now: datetime, capabilities: Capabilities | None = None
-) -> str | None:
-    """The id of the job to run next at ``now``, if any, in claim order (store.claims),
-    among those whose requirements ``capabilities`` meet: GPUs are filtered in SQL, the rest
-    among the first ``CANDIDATES``; when none of those fits, among the rest of the queue, so
-    jobs this worker cannot run never hold back those it can. On PostgreSQL the first is
-    the best job no other claim has locked, locked alone: a claim that locked all it looks
-    through would hide the next fair jobs from a claimer beside it (which skips locked
-    rows) and hand that one a job from behind them."""
-    joined, keys = claim_order(now)
-    gpus = capabilities.gpus if capabilities is not None else 0
-    query = (
-        select(JobRow.id, ModelRow.requirements)
-        .select_from(joined)
-        .where(
-            JobRow.status == JobStatus.QUEUED,
-            JobRow.available_at <= now,
-            func.coalesce(ModelRow.required_gpus, 0) <= gpus,
-        )
-        .order_by(*keys)
-    )
-    postgres = session.bind.dialect.name == "postgresql"  # type: ignore[union-attr]
-
-    def locked(select_: Any) -> Any:  # PostgreSQL: concurrent claimers skip each other's
-        return select_.with_for_update(skip_locked=True, of=JobRow) if postgres else select_
-
-    def meets(needs: object) -> bool:
-        return needs is None or (
-            capabilities is not None
-            and isinstance(needs, dict)
-            and Requirements.parse(needs).met_by(capabilities)
-        )
-
-    head = 1 if postgres else CANDIDATES
-    for job_id, needs in session.execute(locked(query.limit(head))):
-        if meets(needs):
-            return str(job_id)
-    # Rare: the head of the queue is jobs this worker cannot run. Look through all of it
-    # (unlocked: the claim's conditional update settles a race for the job found).
-    for job_id, needs in session.execute(query.offset(head)):
-        if meets(needs):
-            return str(job_id)
-    return None

@@ -118,7 +118,8 @@ class JobRow(Base):
     failure_message: Mapped[str | None] = mapped_column(Text)
     log_tail: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime]
-    started_at: Mapped[datetime | None]
+    # indexed: every claim counts the jobs started in the fair-share window (store.claims)
+    started_at: Mapped[datetime | None] = mapped_column(index=True)
     finished_at: Mapped[datetime | None]
     __table_args__ = (Index("ix_jobs_status_available", "status", "available_at"),)
 

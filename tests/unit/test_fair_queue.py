@@ -177,16 +177,46 @@ def test_a_claim_in_progress_does_not_hide_the_next_fair_job_from_another(
     """Two workers claiming at once: the one that comes second takes the next job in fair
     order, not one behind every job the first is looking at (on PostgreSQL a claim locks
     the candidates it looks at, and the other claimer skips locked rows)."""
-    from store.jobs import _candidate
+    from store.claims import claimable
 
     store, clock, users = world
     flood = submit(store, users["flood"], 60)
     for _ in range(3):
         assert run_next(store, clock) in flood
     few = submit(store, users["few"], 2)
-    with store.db.session() as session, session.begin():  # a claim in progress
-        assert _candidate(session, clock.now()) == few[0]
+    with store.db.engine.begin() as connection:  # a claim in progress
+        found = claimable(connection, clock.now())
+        assert found is not None and found.id == few[0]
         second = store.claim("w2", 600)  # meanwhile another worker claims
     # SQLite locks no rows: the same candidate (the first claim's update would then miss
     # and take the next); PostgreSQL: the next one, not one behind the first's candidates
     assert second is not None and second.id in few
+
+
+def test_a_claim_is_three_statements_however_long_the_queue(
+    world: tuple[JobStore, ManualClock, dict[str, str]],
+) -> None:
+    """A claim finds its job, takes it and opens its attempt: three statements, whether the
+    queue holds 3 jobs or 30 (no per-claim loading of the job and its model again), and
+    the next claim sends the very same SQL (built once, not per claim)."""
+    from sqlalchemy import event
+
+    store, _clock, users = world
+    sent: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if statement.strip().upper() != "SELECT 1":  # the pool's ping of a connection
+            sent.append(statement)
+
+    submit(store, users["flood"], 30)
+    event.listen(store.db.engine, "before_cursor_execute", record)
+    try:
+        first = store.claim("w1", 600)
+        once = list(sent)
+        second = store.claim("w2", 600)
+    finally:
+        event.remove(store.db.engine, "before_cursor_execute", record)
+    assert first is not None and second is not None and first.id != second.id
+    assert first.runtime == RUNTIME and first.attempt == 1
+    assert len(once) == 3, once
+    assert sent[3:] == once
