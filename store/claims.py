@@ -27,6 +27,7 @@ from sqlalchemy import (
     FromClause,
     Integer,
     Select,
+    String,
     Update,
     and_,
     bindparam,
@@ -35,6 +36,7 @@ from sqlalchemy import (
     insert,
     or_,
     select,
+    true,
     update,
 )
 from sqlalchemy.sql.dml import Insert
@@ -126,6 +128,12 @@ class Claimed(NamedTuple):
     platform_faults: int
 
 
+def looking(now: datetime, capabilities: Capabilities | None) -> dict[str, Any]:
+    """The values the search for a claimable job is bound to."""
+    gpus = capabilities.gpus if capabilities is not None else 0
+    return {"now": now, "since": now - FAIR_SHARE_WINDOW, "gpus": gpus}
+
+
 def claimable(
     connection: Connection, now: datetime, capabilities: Capabilities | None = None
 ) -> Claimable | None:
@@ -137,11 +145,7 @@ def claimable(
     hide the next fair jobs from a claimer beside it (which skips locked rows) and hand
     that one a job from behind them."""
     postgres = connection.dialect.name == "postgresql"
-    values = {
-        "now": now,
-        "since": now - FAIR_SHARE_WINDOW,
-        "gpus": capabilities.gpus if capabilities is not None else 0,
-    }
+    values = looking(now, capabilities)
     for job in connection.execute(_head(postgres), values):
         if _meets(job.requirements, capabilities):
             return Claimable._make(job)
@@ -151,6 +155,19 @@ def claimable(
         if _meets(job.requirements, capabilities):
             return Claimable._make(job)
     return None
+
+
+def take_at_once(
+    connection: Connection, values: Mapping[str, Any]
+) -> tuple[Claimable, Claimed] | None:
+    """On PostgreSQL, find and take the next job in one round trip when its model needs
+    nothing of the worker (``values`` as for take, with ``since`` and ``gpus``). None when
+    it took nothing: the general way (claimable, take) then decides."""
+    row = connection.execute(_at_once(), values).first()
+    if row is None or row.taken_id is None:
+        return None
+    width = len(Claimable._fields)
+    return Claimable._make(row[:width]), Claimed._make(row[width:])
 
 
 def take(connection: Connection, values: Mapping[str, Any]) -> Claimed | None:
@@ -209,16 +226,17 @@ def _rest(postgres: bool) -> Select[Any]:
     return _queued().offset(1 if postgres else HEAD)
 
 
-def _take() -> Update:
+def _take(which: ColumnElement[bool]) -> Update:
+    """Mark the queued job ``which`` picks running under the bound lease."""
     now = bindparam("now", type_=DateTime())
     return (
         update(JobRow)
-        .where(JobRow.id == bindparam("job"), JobRow.status == JobStatus.QUEUED)
+        .where(which, JobRow.status == JobStatus.QUEUED)
         .values(
             status=JobStatus.RUNNING,
-            lease_owner=bindparam("worker"),
-            lease_token=bindparam("token"),
-            lease_domain=bindparam("domain"),
+            lease_owner=bindparam("worker", type_=String()),
+            lease_token=bindparam("token", type_=String()),
+            lease_domain=bindparam("domain", type_=String()),
             heartbeat_at=now,
             lease_expires_at=bindparam("expires", type_=DateTime()),
             attempts=JobRow.attempts + 1,
@@ -230,5 +248,32 @@ def _take() -> Update:
     )
 
 
-_TAKE = _take()
+@functools.cache
+def _at_once() -> Select[Any]:
+    """PostgreSQL's claim in one statement: the best job no other claim holds, locked;
+    taken when its model needs nothing of the worker; its attempt opened. The row shows
+    the job found and, when taken, the job as the claim left it."""
+    found = _head(True).cte("found")
+    taken = _take(and_(JobRow.id == found.c.id, found.c.requirements.is_(None))).cte("taken")
+    opened = insert(AttemptRow).from_select(
+        ["job_id", "attempt", "worker", "lease_token", "started_at"],
+        select(
+            taken.c.id,
+            taken.c.attempts,
+            bindparam("worker", type_=String()),
+            bindparam("token", type_=String()),
+            bindparam("now", type_=DateTime()),
+        ),
+    )
+    return (
+        select(
+            *found.c,
+            *(taken.c[name].label(f"taken_{name}") for name in Claimed._fields),
+        )
+        .select_from(found.outerjoin(taken, true()))
+        .add_cte(opened.cte("opened"))
+    )
+
+
+_TAKE = _take(JobRow.id == bindparam("job", type_=String()))
 _ATTEMPT: Insert = insert(AttemptRow)

@@ -31,7 +31,7 @@ from configs.vocabulary.jobs import (
     check_transition,
 )
 from configs.vocabulary.results import EvaluationResult, Failure
-from store.claims import Claimable, Claimed, claimable, take
+from store.claims import Claimable, Claimed, claimable, looking, take, take_at_once
 from store.db import Database
 from store.idempotency import DuplicateSubmission, find_by_key
 from store.late import LateResults
@@ -249,22 +249,22 @@ class JobStore(LeaseRecovery, LateResults):
             # process, building and loading ORM objects per claim cost more than the SQL.
             with self.db.engine.begin() as connection:
                 now = self.clock.now()
+                lease, token = lease_columns(now, lease_s), new_token()
+                values = {
+                    "worker": worker,
+                    "token": token,
+                    "domain": domain,
+                    "now": now,
+                    "expires": lease["lease_expires_at"],
+                }
+                if connection.dialect.name == "postgresql":
+                    at_once = take_at_once(connection, {**values, **looking(now, capabilities)})
+                    if at_once is not None:
+                        return _claimed(at_once[1], at_once[0], token)
                 found = claimable(connection, now, capabilities)
                 if found is None:
                     return None
-                token = new_token()
-                lease = lease_columns(now, lease_s)
-                claimed = take(
-                    connection,
-                    {
-                        "job": found.id,
-                        "worker": worker,
-                        "token": token,
-                        "domain": domain,
-                        "now": now,
-                        "expires": lease["lease_expires_at"],
-                    },
-                )
+                claimed = take(connection, {**values, "job": found.id})
                 if claimed is not None:
                     return _claimed(claimed, found, token)
         return None
