@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import select
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
-from configs.vocabulary.jobs import JobKind, JobStatus
+from configs.vocabulary.jobs import AdversaryRun, JobKind, JobStatus
 from configs.vocabulary.refusals import Refused
 from store.backfill import BACKFILL_PRIORITY
 from store.db import Database
@@ -71,9 +71,10 @@ class AttackRuns:
     def __init__(self, db: Database, clock: Clock = SYSTEM_CLOCK) -> None:
         self.db, self.clock = db, clock
 
-    def start(self, task: str, round_name: str, spec: Mapping[str, Any]) -> str:
-        """Queue a run of ``round_name`` with ``spec`` (the attack's settings and models);
+    def start(self, task: str, run: AdversaryRun) -> str:
+        """Queue ``run`` (its round, the attack's settings, its models and seeds);
         AttackRefused (409) while another run of the round waits or runs."""
+        round_name = run.round
         now = self.clock.now()
         with self.db.session() as session, session.begin():
             if self._active(session, task, round_name):
@@ -83,7 +84,7 @@ class AttackRuns:
                 )  # fmt: skip
             job = JobRow(
                 id=str(uuid.uuid4()), model_id=None, task=task, kind=JobKind.ADVERSARY,
-                spec={**spec, "round": round_name}, checkpoint=None, status=JobStatus.QUEUED,
+                spec=run.to_dict(), checkpoint=None, status=JobStatus.QUEUED,
                 attempts=0, max_attempts=DEFAULT_ATTEMPTS, priority=BACKFILL_PRIORITY,
                 available_at=now, progress=0.0, stage="queued: adversary run", created_at=now,
             )  # fmt: skip

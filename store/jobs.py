@@ -26,9 +26,11 @@ from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.jobs import (
     AttemptOutcome,
     JobKind,
+    JobSpec,
     JobStatus,
     Settlement,
     check_transition,
+    job_spec,
 )
 from configs.vocabulary.results import EvaluationResult, Failure
 from store.claims import Claimable, Claimed, claimable, looking, take, take_at_once
@@ -73,7 +75,7 @@ class ClaimedJob:
     max_attempts: int
     lease: str  # this claim's token: heartbeats and outcomes present it
     kind: JobKind = JobKind.EVALUATE
-    spec: dict[str, Any] | None = None  # the kind's settings (a backfill's scope, an attack's)
+    spec: JobSpec = None  # the kind's settings (a backfill's scope, an adversary run's)
     checkpoint: dict[str, Any] | None = None  # where an earlier attempt got to
     platform_faults: int = 0  # the platform faults its earlier attempts suffered
     requirements: Requirements = Requirements()  # what its model needs of the worker
@@ -361,6 +363,7 @@ class JobStore(LeaseRecovery, LateResults):
 
 def _claimed(claimed: Claimed, found: Claimable, token: str) -> ClaimedJob:
     """Describe the claimed job to its worker."""
+    kind = JobKind(claimed.kind or JobKind.EVALUATE)
     return ClaimedJob(
         claimed.id,
         claimed.model_id,
@@ -369,8 +372,8 @@ def _claimed(claimed: Claimed, found: Claimable, token: str) -> ClaimedJob:
         claimed.attempts,
         claimed.max_attempts,
         token,
-        JobKind(claimed.kind or JobKind.EVALUATE),
-        dict(claimed.spec) if claimed.spec else None,
+        kind,
+        job_spec(kind, claimed.spec),
         dict(claimed.checkpoint) if claimed.checkpoint else None,
         claimed.platform_faults,
         Requirements.parse(found.requirements) if found.requirements else Requirements(),

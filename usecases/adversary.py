@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from configs.schema import TaskSpec
+from configs.vocabulary.jobs import AdversaryRun, Seed
 from configs.vocabulary.refusals import Refused
 from evaluator.adversary import AttackSpec
 from store.adversary import AttackRefused, AttackRun, AttackRuns
@@ -54,7 +55,7 @@ def start_run(svc: Service, task: TaskSpec, round_name: str, request: AttackRequ
         raise AttackRefused(
             "conflict", "no_healthy_model", "no in-the-loop model of this round is healthy"
         )
-    seeds = [_seed(task, seed, state.settings.max_field_chars) for seed in request.seeds]
+    seeds = tuple(_seed(task, seed, state.settings.max_field_chars) for seed in request.seeds)
     if not seeds and not collection.written_examples(task.name, round_name):
         raise AttackRefused(
             "conflict", "no_sources", "the adversary starts from the round's written examples or the "
@@ -67,13 +68,11 @@ def start_run(svc: Service, task: TaskSpec, round_name: str, request: AttackRequ
         raise AttackRefused("invalid", "invalid_attack", str(exc)) from None
     models = targets(svc, task, healthy, request.top_models)
     runs = AttackRuns(svc.db, svc.clock)
-    job_id = runs.start(
-        task.name, round_name, {"attack": spec.to_dict(), "models": models, "seeds": seeds}
-    )
+    job_id = runs.start(task.name, AdversaryRun(round_name, spec.to_dict(), tuple(models), seeds))
     return next(run for run in runs.runs(task.name, round_name) if run.job_id == job_id)
 
 
-def _seed(task: TaskSpec, body: Any, max_chars: int) -> dict[str, Any]:
+def _seed(task: TaskSpec, body: Any, max_chars: int) -> Seed:
     """One seed checked as a written example is (fields, label or span): 422 otherwise."""
     if not isinstance(body, dict):
         raise AttackRefused("invalid", "invalid_example", "seeds: each seed is an object")
@@ -81,4 +80,4 @@ def _seed(task: TaskSpec, body: Any, max_chars: int) -> dict[str, Any]:
         checked = check_example(task, body, max_chars)
     except Refused as exc:
         raise Refused(exc.kind, exc.code, f"seeds: {exc.message}") from None
-    return {"inputs": dict(checked.inputs), "intended": dict(checked.intended)}
+    return Seed(dict(checked.inputs), dict(checked.intended))

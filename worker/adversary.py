@@ -13,10 +13,12 @@ from typing import Any
 
 from configs.schema import TaskSpec
 from configs.vocabulary.examples import Example, Prediction
+from configs.vocabulary.jobs import AdversaryRun, Seed
 from configs.vocabulary.results import EvaluationResult
 from evaluator.adversary import AttackSpec, Checkpoint, Proposal, attack
 from evaluator.collection import LiveModel, LivePool, pinned_spec, start_ready
 from evaluator.runtimes.runtime import Runtime
+from evaluator.runtimes.specs import parse_runtime_spec
 from evaluator.transport.client import ModelClient
 from metrics.outputs import get_output_type
 from store.adversary import AttackRuns, MachineProposal
@@ -31,13 +33,15 @@ from worker.progress import LeaseLost, Progress
 def run_attack(context: JobContext, job: ClaimedJob, progress: Progress) -> EvaluationResult:
     """Run (or resume) the adversary job ``job``; its outcome is in its checkpoint."""
     task = context.tasks.get(job.task)
-    spec = job.spec or {}
+    run = job.spec
     if task is None:
         return platform_failure(job.task, f"task {job.task!r} is not loaded")
-    settings = AttackSpec.from_dict(spec["attack"])
-    round_name = str(spec["round"])
-    models = _live_models(context, [str(m) for m in spec["models"]])
-    sources = _sources(context, task, round_name, spec.get("seeds") or [])
+    if not isinstance(run, AdversaryRun):
+        return platform_failure(job.task, "the adversary job's spec names no attack")
+    settings = AttackSpec.from_dict(run.attack)
+    round_name = run.round
+    models = _live_models(context, run.models)
+    sources = _sources(context, task, round_name, run.seeds)
     runs = AttackRuns(context.store.db, context.store.clock)
     start = Checkpoint.from_dict(job.checkpoint) if job.checkpoint else Checkpoint()
     pool = LivePool(
@@ -89,12 +93,12 @@ def _live_models(context: JobContext, model_ids: Sequence[str]) -> dict[str, Liv
 
 
 def _sources(
-    context: JobContext, task: TaskSpec, round_name: str, seeds: Sequence[Mapping[str, Any]]
+    context: JobContext, task: TaskSpec, round_name: str, seeds: Sequence[Seed]
 ) -> list[Example]:
     """The owner's seeds, then the round's written examples (oldest first): never a
     held-out row, since validators see every proposal and a freeze publishes them."""
     written = Collection(context.store.db).written_examples(task.name, round_name)
-    rows = [(f"seed-{k}", s["inputs"], s["intended"]) for k, s in enumerate(seeds)]
+    rows = [(f"seed-{k}", s.inputs, s.intended) for k, s in enumerate(seeds)]
     rows += [(e.id, e.inputs, e.intended) for e in written]
     return [_as_example(task, uid, inputs, intended) for uid, inputs, intended in rows]
 
@@ -119,7 +123,7 @@ def _starter(context: JobContext, job: ClaimedJob) -> Any:
     pinned to the image its scores came from."""
 
     def start(model: LiveModel, task: TaskSpec) -> tuple[Runtime, ModelClient]:
-        spec = dict(pinned_spec(model))
+        spec = parse_runtime_spec(pinned_spec(model))
         runtime = context.runtime_factory(spec, task, context.blobs, context.worker_id,
                                           lease=job.lease)  # fmt: skip
         return runtime, start_ready(runtime, task)

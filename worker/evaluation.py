@@ -19,6 +19,7 @@ from configs.vocabulary.results import EvaluationResult, Failure
 from evaluator.errors import EvaluationError
 from evaluator.pipeline import run_evaluation
 from evaluator.profiling import GpuSampler
+from evaluator.runtimes.specs import parse_runtime_spec
 from store.backfill import CarriedResult, newest_result
 from store.blobs import BlobStore
 from store.jobs import ClaimedJob, JobStore
@@ -54,16 +55,20 @@ def evaluate_model(context: JobContext, job: ClaimedJob, progress: Progress) -> 
     task = context.tasks.get(job.task)
     if task is None:
         return platform_failure(job.task, f"task {job.task!r} is not loaded")
-    gone = image_gone(job.runtime, context.blobs)
+    try:
+        spec = parse_runtime_spec(job.runtime)
+    except ValueError as exc:  # a stored row no release of ours wrote: the platform's fault
+        return platform_failure(job.task, f"the model's stored runtime is not valid: {exc}")
+    gone = image_gone(spec, context.blobs)
     if gone is not None:
         return failed(job.task, gone)
     try:
         runtime = context.runtime_factory(
-            job.runtime, task, context.blobs, context.worker_id, lease=job.lease
+            spec, task, context.blobs, context.worker_id, lease=job.lease
         )
     except EvaluationError as exc:
         failure = Failure(exc.code, exc.message, exc.log_tail)
-        if BackfillScope.of(job.spec) is not None:
+        if isinstance(job.spec, BackfillScope):
             failure = gone_on_backfill(failure)
         return failed(job.task, failure)
     except Exception as exc:
@@ -97,7 +102,7 @@ def evaluate_model(context: JobContext, job: ClaimedJob, progress: Progress) -> 
 def carried_base(context: JobContext, job: ClaimedJob) -> CarriedResult | None:
     """A backfill's base: the model's newest result and its stored predictions (None: a
     full run, also for a backfill of a model that has no result to build on)."""
-    if BackfillScope.of(job.spec) is None or not job.model_id:
+    if not isinstance(job.spec, BackfillScope) or not job.model_id:
         return None
     base = newest_result(context.store.db, job.model_id)
     if base is None:

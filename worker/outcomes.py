@@ -3,14 +3,14 @@ lease token), and the failed results the worker makes itself."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from configs.schema import TaskSpec
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.results import EvaluationResult, Failure
 from evaluator.runtimes.factory import make_runtime
 from evaluator.runtimes.runtime import Runtime
+from evaluator.runtimes.specs import DockerSpec, RuntimeSpec
 from store.blobs import BlobStore
 
 
@@ -19,7 +19,7 @@ class RuntimeFactory(Protocol):
     they start with it, so any worker can tell a dead lease's leftovers)."""
 
     def __call__(
-        self, spec: dict[str, Any], task: TaskSpec, blobs: BlobStore, owner: str, *, lease: str
+        self, spec: RuntimeSpec, task: TaskSpec, blobs: BlobStore, owner: str, *, lease: str
     ) -> Runtime: ...
 
 
@@ -42,7 +42,7 @@ def platform_failure(task: str, message: str) -> EvaluationResult:
 
 
 def default_factory(
-    spec: dict[str, Any], task: TaskSpec, blobs: BlobStore, owner: str, *, lease: str
+    spec: RuntimeSpec, task: TaskSpec, blobs: BlobStore, owner: str, *, lease: str
 ) -> Runtime:
     return make_runtime(spec, task.limits, blobs, owner=owner, lease=lease)
 
@@ -53,10 +53,9 @@ IMAGE_REMOVED = (
 )
 
 
-def image_gone(spec: Mapping[str, Any], blobs: BlobStore) -> Failure | None:
+def image_gone(spec: RuntimeSpec, blobs: BlobStore) -> Failure | None:
     """IMAGE_GONE when the runtime's uploaded image is no longer in the blob store."""
-    blob = spec.get("blob")
-    if blob and not blobs.exists(str(blob)):
+    if isinstance(spec, DockerSpec) and spec.blob and not blobs.exists(spec.blob):
         return Failure(FailureCode.IMAGE_GONE, IMAGE_REMOVED)
     return None
 

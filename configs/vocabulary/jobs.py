@@ -57,6 +57,57 @@ class BackfillScope:
         )
 
 
+@dataclass(frozen=True)
+class Seed:
+    """An example the owner of an adversary run gave it to start from (checked as a
+    written example is): its input fields and the output they intend."""
+
+    inputs: Mapping[str, str]
+    intended: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class AdversaryRun:
+    """An adversary job's spec: the round its proposals join, the attack's settings (as
+    evaluator.adversary's AttackSpec reads them), the target models and the seeds."""
+
+    round: str
+    attack: Mapping[str, Any]
+    models: tuple[str, ...]
+    seeds: tuple[Seed, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        seeds = [{"inputs": dict(s.inputs), "intended": dict(s.intended)} for s in self.seeds]
+        return {
+            "round": self.round,
+            "attack": dict(self.attack),
+            "models": list(self.models),
+            "seeds": seeds,
+        }
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any] | None) -> AdversaryRun | None:
+        """The run a job's stored spec holds, if it holds one."""
+        if not spec or "attack" not in spec:
+            return None
+        return cls(
+            str(spec["round"]),
+            dict(spec["attack"]),
+            tuple(str(m) for m in spec["models"]),
+            tuple(Seed(dict(s["inputs"]), dict(s["intended"])) for s in spec.get("seeds") or ()),
+        )
+
+
+JobSpec = BackfillScope | AdversaryRun | None  # what a job's kind needs beyond its model
+
+
+def job_spec(kind: JobKind, stored: Mapping[str, Any] | None) -> JobSpec:
+    """A job's stored spec, typed by its kind."""
+    if kind is JobKind.ADVERSARY:
+        return AdversaryRun.of(stored)
+    return BackfillScope.of(stored)
+
+
 class AttemptOutcome(StrEnum):
     """How one attempt (one claim) ended, as job_attempts keeps it."""
 

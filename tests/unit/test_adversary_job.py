@@ -95,7 +95,7 @@ class Loop:
         gold.update(dict(SEED_ROWS))  # it knows the seeds too, so edits of them can fool it
 
         def model(spec: dict[str, Any]) -> FakeModel:
-            return LookupModel(gold, constant=spec["command"] == ["constant"])
+            return LookupModel(gold, constant=spec.command == ("constant",))
 
         return Worker(
             self.service.store, self.service.blobs, self.service.tasks,

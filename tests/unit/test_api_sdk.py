@@ -72,7 +72,7 @@ class Live:
         """A real worker drains the queue; each image reference answers one constant label
         (an in-process model on loopback), so results and predictions go through the store."""
         runtimes: list[FakeRuntime] = []
-        factory = factory_of(lambda spec: FakeModel(labels[spec["image"]]), runtimes)
+        factory = factory_of(lambda spec: FakeModel(labels[spec.image]), runtimes)
         worker = Worker(
             self.service.store,
             self.service.blobs,

@@ -38,7 +38,7 @@ def uploaded(service: Service, name: str) -> tuple[str, str, str]:
     """A model whose runtime names an uploaded tarball in the blob store (never run here)."""
     key = f"uploads/{name}.tar"
     service.blobs.put_bytes(key, b"not really a tarball")
-    runtime = {"kind": "process", "command": ["fake"], "protocol": "v1", "blob": key}
+    runtime = {"kind": "docker", "source": "upload", "protocol": "v1", "blob": key}
     model_id, job_id = service.store.submit("sentiment", name, runtime)
     return model_id, job_id, key
 

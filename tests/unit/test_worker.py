@@ -26,6 +26,7 @@ from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.jobs import JobStatus, RetryPolicy
 from evaluator.errors import EvaluationError
 from evaluator.runtimes.runtime import Runtime
+from evaluator.runtimes.specs import ProcessSpec, RuntimeSpec
 from evaluator.tasks import load_tasks
 from evaluator.transport.endpoint import Endpoint
 from store.blobs import BlobStore, LocalBlobStore
@@ -116,9 +117,11 @@ class FakeRuntime(Runtime):
 
 
 def factory_of(
-    make_model: Callable[[dict], FakeModel], runtimes: list[FakeRuntime]
+    make_model: Callable[[Any], FakeModel], runtimes: list[FakeRuntime]
 ) -> RuntimeFactory:
-    def factory(spec: dict, task: TaskSpec, blobs: BlobStore, owner: str, *, lease: str) -> Runtime:
+    def factory(
+        spec: RuntimeSpec, task: TaskSpec, blobs: BlobStore, owner: str, *, lease: str
+    ) -> Runtime:
         runtime = FakeRuntime(make_model(spec))
         runtimes.append(runtime)
         return runtime
@@ -208,11 +211,12 @@ def test_burst_mode_on_an_empty_queue_returns_at_once(env: Env) -> None:
 def test_worker_continues_after_a_failing_job(env: Env) -> None:
     runtimes: list[FakeRuntime] = []
 
-    def make(spec: dict) -> FakeModel:
-        return FakeModel(label=spec["label"])
+    def make(spec: RuntimeSpec) -> FakeModel:  # the fake model's label is its command's word
+        assert isinstance(spec, ProcessSpec)
+        return FakeModel(label=spec.command[1])
 
-    bad = env.store.submit("sentiment", "bad", {**FAKE, "label": "not-a-label"})[1]
-    good = env.store.submit("sentiment", "good", {**FAKE, "label": "negative"})[1]
+    bad = env.store.submit("sentiment", "bad", {**FAKE, "command": ["fake", "not-a-label"]})[1]
+    good = env.store.submit("sentiment", "good", {**FAKE, "command": ["fake", "negative"]})[1]
     stats = env.worker(factory_of(make, runtimes)).work(burst=True)
     assert (stats.done, stats.failed) == (1, 1)
     failed = env.job(bad)
@@ -452,3 +456,15 @@ def test_a_worker_that_lost_its_lease_stops_the_job_and_records_nothing(
     assert (job.status, job.lease_owner, job.failure_code) == ("running", "other", None)
     model = runtimes[0].model
     assert runtimes[0].stopped and model.batches <= 3  # round r1's 84 rows; no profiling pass
+
+
+def test_a_stored_runtime_no_release_wrote_fails_as_the_platforms_fault(env: Env) -> None:
+    """The worker reads a job's runtime as a typed spec before anything runs: a stored row
+    that is not one (an unknown field) is retried as a platform error, never charged."""
+    runtimes: list[FakeRuntime] = []
+    job_id = env.store.submit("sentiment", "odd", {**FAKE, "secret": "x"})[1]
+    stats = env.worker(factory_of(lambda spec: FakeModel(), runtimes)).work(burst=True)
+    job = env.job(job_id)
+    assert stats.done == 0 and runtimes == []
+    assert job.failure_code == FailureCode.PLATFORM_ERROR
+    assert "stored runtime is not valid" in job.failure_message

@@ -408,7 +408,7 @@ def test_job_log_lines_carry_the_job_and_worker_ids_and_the_factory_gets_the_lea
     job_id = store.submit("toy", "m", SPEC)[1]
     seen: list[tuple[str, bool]] = []
 
-    def factory(spec: dict, task: Any, blobs: Any, owner: str, *, lease: str) -> Any:
+    def factory(spec: Any, task: Any, blobs: Any, owner: str, *, lease: str) -> Any:
         seen.append((owner, store.lease_alive(lease)))
         raise RuntimeError("no engine")
 
