@@ -214,6 +214,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     examples = not args.no_examples and service.store.count_models() == 0
     if examples:
         check_example_runtime(args.example_runtime)  # fail fast, before anything listens
+    _in_background(service.sweep_unfinished_writes, "sweep")
     service.start_workers(args.workers, grace_s=args.grace_s)
     if args.workers == 0:  # no worker here to reap a dead worker's sandboxes: serve does
         service.start_sandbox_reaper()
@@ -250,6 +251,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         signals.done()
     print("dynaeval serve: stopped", flush=True)
     return 0
+
+
+def _in_background(work: Any, name: str) -> None:
+    """Start ``work`` on its own daemon thread: a start does not wait for it."""
+    threading.Thread(target=work, name=name, daemon=True).start()
 
 
 def _keep_boards_warm(service: Any, stop: threading.Event) -> threading.Thread:
@@ -307,6 +313,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         signals.done()
         print("dynaeval worker: stopped before the database answered", flush=True)
         return 0
+    _in_background(service.sweep_unfinished_writes, "sweep")
     worker = Worker(
         service.store,
         service.blobs,

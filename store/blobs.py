@@ -27,6 +27,10 @@ _LOCAL_HANDLE = re.compile(r"^[0-9a-f]{32}$")
 COPY_BYTES = 1 << 20  # what one read of a stream takes: memory stays flat whatever the size
 
 
+TEMPORARY_PREFIX = ".tmp-"  # a file being written; renamed to its key once whole
+UNFINISHED_AFTER_S = 24 * 3600.0  # a temporary file nothing wrote to for this long is dead
+
+
 class BlobNotFound(KeyError):
     """No blob under that key."""
 
@@ -139,6 +143,12 @@ class BlobStore(abc.ABC):
     def abort_parts(self, key: str, handle: str) -> None:
         """Drop an unfinished blob's parts (an unknown handle is fine: nothing to drop)."""
 
+    @abc.abstractmethod
+    def sweep_unfinished(self, now: float, older_than_s: float = UNFINISHED_AFTER_S) -> int:
+        """Remove what writes that never finished left on this machine (a process killed
+        mid-write leaves its temporary file): those untouched for ``older_than_s`` at
+        ``now`` (epoch seconds). How many went."""
+
 
 class LocalBlobStore(BlobStore):
     """Blobs as files under one root folder."""
@@ -176,11 +186,14 @@ class LocalBlobStore(BlobStore):
             raise BlobNotFound(key)
         return path
 
+    def sweep_unfinished(self, now: float, older_than_s: float = UNFINISHED_AFTER_S) -> int:
+        return sweep_temporary_files(self.root, now, older_than_s)
+
     def keys(self, prefix: str = "") -> Iterator[str]:
         for path in sorted(self.root.rglob("*")):
             key = path.relative_to(self.root).as_posix()
             # temporary files and unfinished parts (".parts/") are no blobs yet
-            hidden = key.startswith(".") or path.name.startswith(".tmp-")
+            hidden = key.startswith(".") or path.name.startswith(TEMPORARY_PREFIX)
             if path.is_file() and not hidden and key.startswith(prefix):
                 yield key
 
@@ -275,12 +288,34 @@ def copy_exactly(source: BinaryIO, target: IO[bytes], size: int) -> None:
         raise ShortPart(f"the part ended {left} bytes short of {size}")
 
 
+def sweep_temporary_files(root: Path, now: float, older_than_s: float) -> int:
+    """Remove ``_write_atomically``'s temporary files under ``root`` that nothing has
+    written to for ``older_than_s`` at ``now``: a write in progress keeps its file's
+    modification time fresh, a killed one leaves it behind for good. Unfinished parts of
+    uploads are not touched (their upload's sweep owns them)."""
+    removed = 0
+    for folder, subfolders, files in os.walk(root):
+        if Path(folder) == root:
+            subfolders[:] = [name for name in subfolders if name != ".parts"]
+        for name in files:
+            if not name.startswith(TEMPORARY_PREFIX):
+                continue
+            path = Path(folder, name)
+            try:
+                if path.stat().st_mtime < now - older_than_s:
+                    path.unlink()
+                    removed += 1
+            except FileNotFoundError:  # its write finished, or another sweep took it
+                continue
+    return removed
+
+
 def _write_atomically(path: Path, source: BinaryIO) -> int:
     """Stream ``source`` into ``path`` through a temporary file beside it (0600): readers
     see the whole file or none, and a failed or refused write leaves nothing behind.
     Returns the bytes written."""
     size = 0
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=TEMPORARY_PREFIX)
     try:
         with os.fdopen(fd, "wb") as tmp:
             while chunk := source.read(COPY_BYTES):

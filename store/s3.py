@@ -21,6 +21,8 @@ from botocore.exceptions import ClientError, ProfileNotFound
 
 from configs.settings import S3Options, SettingsError
 from store.blobs import (
+    TEMPORARY_PREFIX,
+    UNFINISHED_AFTER_S,
     BlobNotFound,
     BlobStore,
     PartsNotFound,
@@ -28,6 +30,7 @@ from store.blobs import (
     StoredPart,
     check_key,
     copy_exactly,
+    sweep_temporary_files,
 )
 
 if TYPE_CHECKING:
@@ -162,12 +165,19 @@ class S3BlobStore(BlobStore):
         self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
         self._forget_cached(key)
 
+    def sweep_unfinished(self, now: float, older_than_s: float = UNFINISHED_AFTER_S) -> int:
+        """Downloads into the local cache that never finished (the bucket holds no
+        temporary objects: an unfinished multipart upload is its upload's to abort)."""
+        if not self.cache_dir.is_dir():
+            return 0
+        return sweep_temporary_files(self.cache_dir, now, older_than_s)
+
     def local_path(self, key: str) -> Path:
         path = self.cache_dir / check_key(key)
         if path.is_file():
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=TEMPORARY_PREFIX)
         try:
             with os.fdopen(fd, "wb") as tmp:
                 self.client.download_fileobj(

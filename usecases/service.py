@@ -12,6 +12,7 @@ import sys
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -180,6 +181,21 @@ class Service:
         thread = threading.Thread(target=run, name="sandbox-reaper", daemon=True)
         thread.start()
         self.threads.append(thread)
+
+    def sweep_unfinished_writes(self) -> int:
+        """Remove the temporary files that writes killed half-way left in the blob store
+        (an upload, a kept board, predictions), a day after anything last wrote to them;
+        ``serve`` and ``worker`` do it once as they start, in the background. A failure is
+        logged: a later start sweeps again."""
+        now = self.clock.now().replace(tzinfo=UTC).timestamp()
+        try:
+            removed = self.blobs.sweep_unfinished(now)
+        except OSError:
+            log.warning("sweeping unfinished writes failed", exc_info=True)
+            return 0
+        if removed:
+            log.info("removed %d files that writes killed half-way left behind", removed)
+        return removed
 
     def stop_workers(self, timeout: float = 30.0) -> None:
         self._reaper_stop.set()

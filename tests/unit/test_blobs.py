@@ -4,13 +4,26 @@ atomic writes, safe keys, nothing left behind by a failed write."""
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
+import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from store.blobs import BlobNotFound, BlobStore, LocalBlobStore, UploadUrlsUnsupported, check_key
+from store.blobs import (
+    TEMPORARY_PREFIX,
+    UNFINISHED_AFTER_S,
+    BlobNotFound,
+    BlobStore,
+    LocalBlobStore,
+    UploadUrlsUnsupported,
+    check_key,
+)
 
 
 def s3_store(server: Any, tmp_path: Path) -> BlobStore:
@@ -124,3 +137,64 @@ def test_local_store_has_no_upload_urls(tmp_path: Path) -> None:
     with pytest.raises(UploadUrlsUnsupported, match="through the API"):
         store.presigned_upload("uploads/x.tar", max_bytes=10)
     assert isinstance(UploadUrlsUnsupported(), NotImplementedError)
+
+
+_SLOW_WRITER = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from store.blobs import LocalBlobStore
+
+class Slow:  # an upload or a board write that never ends: killed half-way
+    def read(self, size=-1):
+        time.sleep(0.01)
+        return b"x" * 1024
+
+LocalBlobStore(sys.argv[2]).put_file("boards/sentiment.board", Slow())
+"""
+
+
+def temporaries(root: Path) -> list[Path]:
+    return [p for p in root.rglob(f"{TEMPORARY_PREFIX}*") if p.is_file()]
+
+
+def test_a_write_killed_half_way_is_swept_once_untouched_for_a_day(tmp_path: Path) -> None:
+    """kill -9 during a write leaves its temporary file (no cleanup runs): the store never
+    shows it as a blob, and a sweep removes it a day after anything last wrote to it,
+    never a write still in progress, never an upload's unfinished parts."""
+    root = tmp_path / "blobs"
+    repo = Path(__file__).resolve().parents[2]
+    writer = subprocess.Popen([sys.executable, "-c", _SLOW_WRITER, str(repo), str(root)])
+    try:
+        deadline = time.monotonic() + 30
+        while not [p for p in temporaries(root) if p.stat().st_size > 0]:
+            assert time.monotonic() < deadline, "the writer never started writing"
+            time.sleep(0.05)
+    finally:
+        writer.kill()
+        writer.wait()
+    store = LocalBlobStore(root)
+    [left] = temporaries(root)
+    handle = store.start_parts("uploads/big.tar")  # an upload under way, swept by its own
+    assert list(store.keys()) == []
+    written = left.stat().st_mtime
+    assert store.sweep_unfinished(written + 3600) == 0  # it may still be written to
+    assert left.exists()
+    assert store.sweep_unfinished(written + UNFINISHED_AFTER_S + 1) == 1
+    assert temporaries(root) == []
+    assert store.stored_parts("uploads/big.tar", handle) == []  # the parts are still there
+
+
+def test_an_s3_store_sweeps_downloads_killed_half_way_from_its_cache(
+    s3: Any, tmp_path: Path
+) -> None:
+    store = s3_store(s3, tmp_path)
+    store.put_bytes("boards/sentiment.board", b"kept")
+    folder = tmp_path / "cache" / "boards"
+    folder.mkdir(parents=True)
+    fd, name = tempfile.mkstemp(dir=folder, prefix=TEMPORARY_PREFIX)  # as a download does
+    os.close(fd)
+    written = Path(name).stat().st_mtime
+    assert store.sweep_unfinished(written + 60) == 0
+    assert store.sweep_unfinished(written + UNFINISHED_AFTER_S + 1) == 1
+    assert not Path(name).exists()
+    assert store.get_bytes("boards/sentiment.board") == b"kept"

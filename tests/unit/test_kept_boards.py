@@ -257,3 +257,31 @@ def test_a_failed_write_is_tried_again_later_not_on_every_round(
         keeper.write_due()
     assert tries == [30.0, 60.0, 90.0]
     assert TASK not in keeper.boards.kept
+
+
+def test_a_start_sweeps_what_a_kept_board_write_killed_half_way_left(service: Service) -> None:
+    """serve and worker sweep the blob store as they start: a board write that a kill cut
+    short leaves a temporary file beside the kept boards, gone a day later (by the
+    service's clock), never while it may still be written to."""
+    import os
+    import tempfile
+
+    from store.blobs import TEMPORARY_PREFIX, UNFINISHED_AFTER_S, LocalBlobStore
+
+    clock: ManualClock = service.clock  # type: ignore[assignment]
+    assert isinstance(service.blobs, LocalBlobStore)
+    folder = service.blobs.root / "boards"
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=folder, prefix=TEMPORARY_PREFIX)
+    os.close(fd)
+    written = _epoch(clock)
+    os.utime(name, (written, written))
+    assert service.sweep_unfinished_writes() == 0 and Path(name).exists()
+    clock.advance(UNFINISHED_AFTER_S + 1)
+    assert service.sweep_unfinished_writes() == 1 and not Path(name).exists()
+
+
+def _epoch(clock: ManualClock) -> float:
+    from datetime import UTC
+
+    return clock.now().replace(tzinfo=UTC).timestamp()
