@@ -125,6 +125,13 @@ def _weighted_mean(pairs: list[tuple[Any, float]]) -> float | None:
     return sum(value * weight for value, weight in kept) / total if total else None
 
 
+def in_task_order(task: TaskSpec, round_weights: Mapping[str, float]) -> dict[str, float]:
+    """``round_weights`` listed in the task's round order (rounds it does not have last)."""
+    known = [spec.name for spec in task.rounds if spec.name in round_weights]
+    others = sorted(set(round_weights) - set(known))
+    return {name: round_weights[name] for name in [*known, *others]}
+
+
 def reweighted(
     rows: list[dict[str, Any]], round_weights: Mapping[str, float], task: TaskSpec
 ) -> list[dict[str, Any]]:
@@ -132,7 +139,10 @@ def reweighted(
 
     Always recomputed from the per-round values: an owner may change a round's weight after
     its models were scored, and one board must not mix two bases. The stored performance
-    interval is kept only for a result rolled up under these very weights."""
+    interval is kept only for a result rolled up under these very weights. The rounds are
+    summed in the task's order, whatever order ``round_weights`` lists them in: a float sum
+    depends on its order, and a cached board serves every order alike."""
+    round_weights = in_task_order(task, round_weights)
     wanted = {name: float(w) for name, w in round_weights.items() if w > 0}
     result = []
     for row in rows:
