@@ -171,6 +171,13 @@ def _worker(sub: Subparsers) -> None:
         "claims submissions whose requirements name it; CPUs, memory and GPUs (through "
         "NVML) are detected",
     )
+    worker.add_argument(
+        "--gpu-devices",
+        metavar="IDS",
+        help="the GPUs that are this worker's alone, by index or GPU-... UUID (e.g. 0,1): "
+        "give each worker on a machine its own, so two jobs never share a GPU (default: "
+        "every GPU NVML finds)",
+    )
     _stopping_options(worker)
 
 

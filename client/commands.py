@@ -284,7 +284,7 @@ def _hand_back_now(service: Any) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from worker.capabilities import detect
+    from worker.capabilities import detect, parse_devices
     from worker.lock import WorkerIdInUse
     from worker.outage import open_when_reachable
     from worker.worker import Worker, default_worker_id
@@ -292,7 +292,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     configure_logging(args.log_format, verbose=getattr(args, "verbose", False))
     worker_id = default_worker_id(args.name)
     try:
-        capabilities = detect(getattr(args, "label", []))
+        devices = parse_devices(args.gpu_devices) if args.gpu_devices is not None else None
+        capabilities = detect(getattr(args, "label", []), devices=devices)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     stopping = threading.Event()
@@ -332,6 +333,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         f"dynaeval worker: offers {offered['cpus']} CPUs, {offered['memory_gib']} GiB, "
         f"{offered['gpus']} GPUs"
         + (f" ({offered['gpu_model']})" if offered["gpu_model"] else "")
+        + (f" [devices {','.join(offered['gpu_devices'])}]" if offered["gpu_devices"] else "")
         + (f", labels {', '.join(offered['labels'])}" if offered["labels"] else ""),
         flush=True,
     )

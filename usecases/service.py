@@ -150,9 +150,12 @@ class Service:
         from worker.worker import Worker, default_worker_id
 
         allow_registries_for_pulls(self.allowed_registries)  # they pull what the API accepted
-        if count:  # they claim what this machine can run (and what needs nothing)
-            options.setdefault("capabilities", detect())
+        # they claim what this machine can run (and what needs nothing), each with a GPU
+        # share of its own: two jobs on one machine never get the same GPU
+        machine = options.pop("capabilities", None) or (detect() if count else None)
         for index in range(count):
+            if machine is not None:
+                options["capabilities"] = machine.share(index, count)
             worker = Worker(
                 self.store,
                 self.blobs,

@@ -11,12 +11,14 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from configs.vocabulary.capabilities import LABEL, Capabilities, GpuSample
 
 LOG = logging.getLogger(__name__)
+DEVICE = re.compile(r"[0-9]{1,3}|GPU-[0-9a-fA-F-]{8,64}")
 
 
 def load_nvml() -> Any | None:
@@ -59,19 +61,53 @@ def nvml_sampler() -> Callable[[], list[GpuSample]] | None:
     return None if nvml is None else functools.partial(gpu_samples, nvml)
 
 
-def detect(labels: Iterable[str] = (), nvml: Any | None = None) -> Capabilities:
+def detect(
+    labels: Iterable[str] = (), nvml: Any | None = None, devices: Sequence[str] | None = None
+) -> Capabilities:
     """This machine's capabilities with the operator's ``labels`` (ValueError for a label
-    that is not 1-63 of a-z 0-9 . _ -). ``nvml``: an initialised NVML (found when None)."""
+    that is not 1-63 of a-z 0-9 . _ -). ``nvml``: an initialised NVML (found when None).
+    ``devices``: the GPUs this worker may use (indices or ``GPU-…`` UUIDs, as the operator
+    gives them with ``--gpu-devices``); every GPU NVML finds when None. An index NVML does
+    not know is refused; without NVML the operator's list is taken as it is."""
     chosen = frozenset(labels)
     bad = sorted(label for label in chosen if not LABEL.fullmatch(label))
     if bad:
         raise ValueError(f"a worker label is 1-63 of a-z 0-9 . _ -: {bad[0]!r}")
     nvml = nvml if nvml is not None else load_nvml()
     gpus = gpu_samples(nvml) if nvml is not None else []
+    found = tuple(str(gpu.index) for gpu in gpus)
+    offered = found if devices is None else tuple(devices)
+    unknown = [d for d in offered if gpus and d.isdigit() and d not in found]
+    if unknown:
+        raise ValueError(f"this machine has no GPU {unknown[0]} (it has {', '.join(found)})")
     return Capabilities(
         cpus=len(os.sched_getaffinity(0)),
         memory_gib=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30,
-        gpus=len(gpus),
-        gpu_model=gpus[0].name if gpus else None,
+        gpus=len(offered),
+        gpu_model=gpus[0].name if gpus and offered else None,
         labels=chosen,
+        gpu_devices=offered,
     )
+
+
+def parse_devices(text: str) -> tuple[str, ...]:
+    """``--gpu-devices 0,2`` (indices or ``GPU-…`` UUIDs) as a tuple; ValueError when empty
+    or malformed."""
+    devices = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not devices:
+        raise ValueError("--gpu-devices names at least one GPU (e.g. 0,1)")
+    bad = [d for d in devices if not DEVICE.fullmatch(d)]
+    if bad:
+        raise ValueError(f"a GPU is an index or a GPU-… UUID: {bad[0][:40]!r}")
+    return devices
+
+
+def only_devices(
+    sampler: Callable[[], Sequence[GpuSample]], devices: Sequence[str]
+) -> Callable[[], Sequence[GpuSample]]:
+    """``sampler`` narrowed to the GPUs ``devices`` names by index (a job's own); a UUID
+    cannot be matched to NVML's index here, so then every GPU is sampled."""
+    if not all(device.isdigit() for device in devices):
+        return sampler
+    wanted = {int(device) for device in devices}
+    return lambda: [sample for sample in sampler() if sample.index in wanted]

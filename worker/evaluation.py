@@ -23,6 +23,7 @@ from evaluator.runtimes.specs import parse_runtime_spec
 from store.backfill import CarriedResult, newest_result
 from store.blobs import BlobStore
 from store.jobs import ClaimedJob, JobStore
+from worker.capabilities import only_devices
 from worker.outage import describe
 from worker.outcomes import (
     RuntimeFactory,
@@ -48,6 +49,7 @@ class JobContext:
     worker_id: str
     config_dir: Path
     gpu_sampler: GpuSampler | None = None  # the machine's GPUs (NVML), where it has some
+    gpu_devices: tuple[str, ...] = ()  # the GPUs that are this worker's alone
 
 
 def evaluate_model(context: JobContext, job: ClaimedJob, progress: Progress) -> EvaluationResult:
@@ -80,8 +82,10 @@ def evaluate_model(context: JobContext, job: ClaimedJob, progress: Progress) -> 
         return platform_failure(job.task, describe(exc))
     gpu_sampler = None
     if job.requirements.gpus:  # the submission asked for them; this worker has them
-        runtime.grant_gpus(job.requirements.gpus)
-        gpu_sampler = context.gpu_sampler
+        devices = context.gpu_devices[: job.requirements.gpus]
+        runtime.grant_gpus(devices)
+        if context.gpu_sampler is not None:
+            gpu_sampler = only_devices(context.gpu_sampler, devices)
     # Per-example predictions are kept for paired comparisons (worker.predictions).
     with tempfile.TemporaryDirectory(prefix="dynaeval-predictions-") as folder:
         result = run_evaluation(

@@ -306,6 +306,7 @@ class Worker:
         context = JobContext(
             self.store, self.blobs, self.tasks, self.runtime_factory, self.worker_id,
             self.config_dir, self.gpu_sampler,
+            self.capabilities.gpu_devices if self.capabilities is not None else (),
         )  # fmt: skip
         if job.kind is JobKind.ADVERSARY:
             return run_attack(context, job, progress)

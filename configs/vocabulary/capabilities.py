@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 LABEL = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
@@ -34,13 +34,34 @@ class BadRequirements(ValueError):
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What one worker offers its jobs."""
+    """What one worker offers its jobs. ``gpu_devices`` are the GPUs that are this worker's
+    alone (as NVIDIA's container toolkit names them: an index or a ``GPU-…`` UUID): a job
+    needing N gets the first N of them, so workers sharing a machine never share a GPU.
+    Left empty, a worker with ``gpus`` has the machine's first ``gpus``."""
 
     cpus: int
     memory_gib: float
     gpus: int = 0
     gpu_model: str | None = None
     labels: frozenset[str] = field(default_factory=frozenset)
+    gpu_devices: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.gpu_devices and self.gpus:
+            object.__setattr__(self, "gpu_devices", tuple(str(i) for i in range(self.gpus)))
+        if len(self.gpu_devices) != self.gpus:
+            raise ValueError(f"{self.gpus} GPUs offered with devices {list(self.gpu_devices)}")
+        if len(set(self.gpu_devices)) != len(self.gpu_devices):
+            raise ValueError(f"a GPU is named twice: {list(self.gpu_devices)}")
+
+    def share(self, index: int, of: int) -> Capabilities:
+        """What worker ``index`` of ``of`` on this machine offers: its own contiguous share
+        of the GPUs (a worker may get none), the rest alike."""
+        devices = self.gpu_devices
+        mine = devices[index * len(devices) // of : (index + 1) * len(devices) // of]
+        return replace(
+            self, gpus=len(mine), gpu_devices=mine, gpu_model=self.gpu_model if mine else None
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +70,7 @@ class Capabilities:
             "gpus": self.gpus,
             "gpu_model": self.gpu_model,
             "labels": sorted(self.labels),
+            "gpu_devices": list(self.gpu_devices),
         }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 import itertools
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -80,10 +80,10 @@ class Runtime(abc.ABC):
         """(failure code value, sentence) explaining why the model died, if it did."""
         return None
 
-    def grant_gpus(self, count: int) -> None:
-        """Pass ``count`` GPUs to the model when it starts (a job whose submission requires
-        them). A process or URL model sees the host's devices as they are: nothing to do;
-        a container runtime passes them in."""
+    def grant_gpus(self, devices: Sequence[str]) -> None:
+        """Pass the GPUs ``devices`` names (indices or UUIDs) to the model when it starts (a
+        job whose submission requires them). A process or URL model sees the host's devices
+        as they are: nothing to do; a container runtime passes in those, and only those."""
         return None
 
     def sample_resources(self) -> ResourceSample | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,7 +17,7 @@ from configs.vocabulary.clock import ManualClock
 from store.db import Database
 from store.jobs import JobStore
 from tests.unit.test_store import RUNTIME, result
-from worker.capabilities import detect, gpu_samples
+from worker.capabilities import detect, gpu_samples, parse_devices
 
 CPU_BOX = Capabilities(cpus=2, memory_gib=24.0, labels=frozenset({"cpu"}))
 GPU_BOX = Capabilities(
@@ -159,9 +160,87 @@ def test_a_container_gets_the_gpus_its_job_requires() -> None:
     runtime = DockerRuntime("img", Limits(), client=FakeDockerClient(), host_cpus={0, 1})  # type: ignore[arg-type]
     runtime.guard_id = "guard"
     assert "device_requests" not in runtime._run_kwargs()
-    runtime.grant_gpus(2)
+    runtime.grant_gpus(("2", "3"))
     (request,) = runtime._run_kwargs()["device_requests"]
-    assert (request["Count"], request["Capabilities"]) == (2, [["gpu"]])
+    # by id, never by count: a count hands every container the machine's first GPUs
+    assert (request["DeviceIDs"], request["Capabilities"]) == (["2", "3"], [["gpu"]])
+    assert not request.get("Count")
+
+
+def test_workers_on_one_machine_each_get_a_gpu_share_of_their_own() -> None:
+    machine = replace(GPU_BOX, gpus=4, gpu_devices=("0", "1", "2", "3"))
+    assert [machine.share(i, 2).gpu_devices for i in range(2)] == [("0", "1"), ("2", "3")]
+    assert [machine.share(i, 3).gpu_devices for i in range(3)] == [("0",), ("1",), ("2", "3")]
+    lone = replace(GPU_BOX, gpus=1, gpu_devices=("GPU-5f1c2d0e-4b0a",))
+    shares = [lone.share(i, 2) for i in range(2)]
+    assert [(s.gpus, s.gpu_devices, s.gpu_model) for s in shares] == [
+        (0, (), None), (1, ("GPU-5f1c2d0e-4b0a",), GPU_BOX.gpu_model)
+    ]  # fmt: skip
+    assert all(s.labels == GPU_BOX.labels and s.cpus == GPU_BOX.cpus for s in shares)
+    assert GPU_BOX.gpu_devices == ("0", "1")  # unnamed: the machine's first
+    with pytest.raises(ValueError, match="named twice"):
+        replace(GPU_BOX, gpu_devices=("0", "0"))
+    with pytest.raises(ValueError, match="GPUs offered"):
+        replace(GPU_BOX, gpus=3)
+
+
+def test_a_job_gets_its_workers_own_gpus_and_samples_only_those(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two embedded workers on a four-GPU machine: the second's job needing two GPUs runs
+    on devices 2 and 3 (the first's are 0 and 1) and its profile samples those two."""
+    from configs.vocabulary.capabilities import GpuSample
+    from configs.vocabulary.results import EvaluationResult
+    from tests.unit.test_api import make_service
+    from tests.unit.test_worker import FakeModel, FakeRuntime
+    from worker import evaluation
+    from worker.progress import Progress
+
+    service = make_service(tmp_path)
+    try:
+        granted: list[tuple[str, ...]] = []
+
+        class Runtime(FakeRuntime):
+            def grant_gpus(self, devices: Any) -> None:
+                granted.append(tuple(devices))
+
+        machine = replace(GPU_BOX, gpus=4, gpu_devices=("0", "1", "2", "3"))
+        service.start_workers(2, capabilities=machine, poll_s=3600)
+        second = service.workers[1].capabilities
+        service.stop_workers()
+        assert second is not None and second.gpu_devices == ("2", "3")
+        four = [GpuSample(i, "A100", 1.0, 40.0, 10.0 * i) for i in range(4)]
+        context = evaluation.JobContext(
+            service.store, service.blobs, service.tasks,
+            lambda *a, **k: Runtime(FakeModel()), "w", service.config_dir,
+            gpu_sampler=lambda: four, gpu_devices=second.gpu_devices,
+        )  # fmt: skip
+        submit(service.store, "gpu", {"gpus": 2})
+        job = service.store.claim("w", 600, capabilities=second)
+        assert job is not None
+        sampled: list[list[int]] = []
+
+        def run(task: Any, *args: Any, gpu_sampler: Any, **kwargs: Any) -> EvaluationResult:
+            sampled.append([sample.index for sample in gpu_sampler()])
+            return EvaluationResult(task.name, "done", summary={"performance": 1.0})
+
+        monkeypatch.setattr(evaluation, "run_evaluation", run)
+        evaluation.evaluate_model(context, job, Progress(service.clock.now()))
+        assert granted == [("2", "3")] and sampled == [[2, 3]]
+    finally:
+        service.close()
+
+
+def test_an_operator_gives_a_worker_its_gpus() -> None:
+    found = detect([], nvml=RecordedNvml(), devices=["1"])
+    assert (found.gpus, found.gpu_devices, found.gpu_model) == (1, ("1",), "NVIDIA A100-SXM4-40GB")
+    with pytest.raises(ValueError, match="no GPU 7"):
+        detect([], nvml=RecordedNvml(), devices=["7"])
+    assert parse_devices("0, 2") == ("0", "2")
+    assert parse_devices("GPU-5f1c2d0e-4b0a-4f57") == ("GPU-5f1c2d0e-4b0a-4f57",)
+    for bad in ("", ",", "zero", "0;rm -rf"):
+        with pytest.raises(ValueError):
+            parse_devices(bad)
 
 
 class RecordedNvml:
@@ -357,3 +436,15 @@ def test_labelled_workers_route_the_queue_between_them(
     assert {ran[jobs["plain-1"]], ran[jobs["plain-2"]]} <= {"cpu-box", "gpu-box"}
     assert jobs["nobody"] not in ran and status[jobs["nobody"]] == "queued"
     assert sum(w.stats.done for w in workers) == 5
+
+
+def test_the_worker_command_refuses_gpu_devices_it_cannot_use(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from client.cli import main
+
+    monkeypatch.setenv("DYNAEVAL_DATA_DIR", str(tmp_path / "data"))
+    for bad, words in (("zero", "an index or a GPU-"), (",", "at least one GPU")):
+        assert main(["worker", "--burst", "--gpu-devices", bad]) != 0
+        assert words in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()  # refused before anything was opened

@@ -24,7 +24,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +116,7 @@ class DockerRuntime(Runtime):
         self.remove_image_on_stop = remove_image_on_stop
         self.own_tags = tuple(own_tags)
         self.image_removed: bool | None = None  # set by stop() when removal was asked for
-        self.gpus = 0  # GPUs passed in as a device request (grant_gpus)
+        self.gpu_devices: tuple[str, ...] = ()  # GPUs passed in by id (grant_gpus)
         self.host_cpus = frozenset(host_cpus if host_cpus is not None else _own_cpus())
         self.cpu_split = split_cpus(self.host_cpus, limits.cpus)
 
@@ -212,14 +212,20 @@ class DockerRuntime(Runtime):
                 "config": {"max-size": str(log_size), "max-file": "2"},
             },
             **(
-                {"device_requests": [DeviceRequest(count=self.gpus, capabilities=[["gpu"]])]}
-                if self.gpus
+                {
+                    "device_requests": [
+                        DeviceRequest(device_ids=list(self.gpu_devices), capabilities=[["gpu"]])
+                    ]
+                }
+                if self.gpu_devices
                 else {}
             ),
         }
 
-    def grant_gpus(self, count: int) -> None:
-        self.gpus = max(0, count)
+    def grant_gpus(self, devices: Sequence[str]) -> None:
+        # by id, never by count: a count takes the machine's first GPUs, which another
+        # worker's job on the same machine may be using
+        self.gpu_devices = tuple(devices)
 
     def _start_keepalive(self, guard_id: str) -> None:
         """Ping the guard while this runtime runs: if this process dies, the pings stop and
