@@ -16,7 +16,7 @@ from sqlalchemy import ColumnElement, Row, and_, func, or_, select, true
 from sqlalchemy.orm import Session
 
 from configs.vocabulary.jobs import JobStatus
-from configs.vocabulary.results import SCORE_NUMBERS
+from configs.vocabulary.results import SCORE_NUMBERS, BoardRow
 from store.claims import claim_order, claimed_before
 from store.db import Database
 from store.models import (
@@ -174,7 +174,7 @@ class Queries:
         next_cursor = encode_cursor(models[-1]) if more and models else None
         return SubmissionPage(items, next_cursor)
 
-    def leaderboard_rows(self, task: str, since: datetime | None = None) -> list[dict[str, Any]]:
+    def leaderboard_rows(self, task: str, since: datetime | None = None) -> list[BoardRow]:
         """Each model's newest finished result on ``task`` (summary axes + rounds); with
         ``since``, only of the results stored at or after it (for a reader that has the
         rest: a model may then appear again, newer)."""
@@ -198,17 +198,21 @@ class Queries:
             query = query.where(ResultRow.created_at >= since)
         with self.db.session() as session:
             rows = cast(list[_BoardRow], session.execute(query).all())
-        newest: dict[str, dict[str, Any]] = {}
+        newest: dict[str, BoardRow] = {}
         for model_id, name, image_id, gone, gone_at, summary, rounds, provenance in rows:
-            newest[model_id] = {
-                "model_id": model_id,
-                "name": name,
-                **summary,
-                "rounds": rounds,
-                "image_id": image_id,
-                "image_gone": _gone(gone, gone_at),
-                "dataset_hashes": provenance.get("dataset_hashes", {}),
-            }
+            # the summary's and the rounds' keys are the evaluator's, read back from JSON
+            newest[model_id] = cast(
+                BoardRow,
+                {
+                    "model_id": model_id,
+                    "name": name,
+                    **summary,
+                    "rounds": rounds,
+                    "image_id": image_id,
+                    "image_gone": _gone(gone, gone_at),
+                    "dataset_hashes": provenance.get("dataset_hashes", {}),
+                },
+            )
         return list(newest.values())
 
     def results_version(self, task: str) -> tuple[int, str | None]:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from configs.vocabulary.failures import FailureCode
 
@@ -77,6 +78,53 @@ class Failure:
         }
 
 
+class RoundRow(TypedDict, total=False):
+    """One round of a result, as stored and shown: its performance (and interval over its
+    sets), the robustness and fairness agreements with their example counts, each
+    perturbation's agreement and performance, and the metrics beside the task's own."""
+
+    round: str
+    weight: float  # the round's weight when the result was rolled up
+    performance: float | None
+    performance_ci: Sequence[float | None] | None
+    n: int
+    datasets: list[str]
+    robustness: float | None
+    robustness_n: int
+    fairness: float | None
+    fairness_n: int
+    variants: dict[str, float | None]
+    variant_performance: dict[str, float | None]
+    secondary: dict[str, float | None]
+    secondary_ci: dict[str, Sequence[float | None] | None]
+
+
+class BoardRow(TypedDict, total=False):
+    """One model's newest result as a board reads it: who, the summary's axes (and what
+    else the summary holds: the metric, intervals, measurement conditions), its rounds,
+    and its image's and data's state."""
+
+    model_id: str
+    name: str
+    performance: float | None
+    robustness: float | None
+    fairness: float | None
+    throughput: float | None
+    throughput_mode: str | None
+    throughput_spread: float | None
+    memory: float | None
+    memory_peak: float | None
+    metric: str
+    performance_ci: Sequence[float | None] | None
+    conditions: dict[str, Any] | None
+    secondary: dict[str, float | None]
+    secondary_ci: dict[str, Sequence[float | None] | None]
+    rounds: list[RoundRow]
+    image_id: str | None
+    image_gone: dict[str, Any] | None
+    dataset_hashes: dict[str, str]
+
+
 @dataclass
 class EvaluationResult:
     """The outcome of evaluating one model on one task (all rounds, variants, profiling)."""
@@ -84,7 +132,7 @@ class EvaluationResult:
     task: str
     status: str  # "done" or "failed"
     summary: dict[str, Any] = field(default_factory=dict)
-    rounds: list[dict[str, Any]] = field(default_factory=list)
+    rounds: list[RoundRow] = field(default_factory=list)
     scores: list[Score] = field(default_factory=list)
     slices: list[dict[str, Any]] = field(default_factory=list)
     profile: dict[str, Any] = field(default_factory=dict)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from configs.schema import RoundSpec, TaskSpec
-from configs.vocabulary.results import ORIGINAL, POOLED, Score, pooled_variant
+from configs.vocabulary.results import ORIGINAL, POOLED, RoundRow, Score, pooled_variant
 from evaluator.scoring.variants import AGREEMENT
 from metrics.bootstrap import interval_of
 from metrics.outputs import get_output_type
@@ -29,22 +29,32 @@ def _on_originals(scores: Sequence[Score], round_name: str, metric: str) -> list
     ]  # fmt: skip
 
 
-def _round_row(task: TaskSpec, round_name: str, scores: Sequence[Score]) -> dict[str, Any]:
+def _weighted(row: RoundRow, weight: float) -> RoundRow:
+    row["weight"] = float(weight)
+    return row
+
+
+def _round_row(task: TaskSpec, round_name: str, scores: Sequence[Score]) -> RoundRow:
     mine = [s for s in scores if s.key.round == round_name and not s.key.slice]
     perf = _on_originals(scores, round_name, task.metric)
-    row: dict[str, Any] = {
-        "round": round_name,
-        "performance": _weighted_mean([(s.value, 1.0) for s in perf]),
-        "n": sum(s.n for s in perf),
-        "datasets": [s.key.dataset for s in perf],
-    }
+    agreements = [s for s in mine if s.key.metric == AGREEMENT]
+
+    def pooled(axis: str) -> list[Score]:
+        return [s for s in agreements if s.key.variant == pooled_variant(axis)]
+
+    robust, fair = pooled("robustness"), pooled("fairness")
+    row = RoundRow(
+        round=round_name,
+        performance=_weighted_mean([(s.value, 1.0) for s in perf]),
+        n=sum(s.n for s in perf),
+        datasets=[s.key.dataset for s in perf],
+    )
     if len(perf) == 1:
         row["performance_ci"] = [perf[0].ci_low, perf[0].ci_high]
-    agreements = [s for s in mine if s.key.metric == AGREEMENT]
-    for axis in ("robustness", "fairness"):
-        pooled = [s for s in agreements if s.key.variant == pooled_variant(axis)]
-        row[axis] = _weighted_mean([(s.value, s.n) for s in pooled])
-        row[f"{axis}_n"] = sum(s.n for s in pooled)
+    row["robustness"] = _weighted_mean([(s.value, s.n) for s in robust])
+    row["robustness_n"] = sum(s.n for s in robust)
+    row["fairness"] = _weighted_mean([(s.value, s.n) for s in fair])
+    row["fairness_n"] = sum(s.n for s in fair)
     per_variant = [s for s in agreements if not s.key.variant.startswith(POOLED)]
     row["variants"] = {
         name: _weighted_mean([(s.value, s.n) for s in per_variant if s.key.variant == name])
@@ -104,13 +114,13 @@ def summarise(
     profile: dict[str, Any],
     replicates: Mapping[tuple[str, str], np.ndarray] | None = None,
     secondary_replicates: Mapping[str, Mapping[tuple[str, str], np.ndarray]] | None = None,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[RoundRow]]:
     """The five axes (rounds averaged with their weights first) and the per-round rows;
     for a type that reports metrics beside the task's own (BLEU beside chrF++), each
     round's value and interval of them and their round-weighted aggregate."""
     # each round says the weight it was rolled up with, so a board under other weights
     # knows the stored roll-up (and its interval) is not its own
-    rounds = [{**_round_row(task, r.name, scores), "weight": float(r.weight)} for r in task.rounds]
+    rounds = [_weighted(_round_row(task, r.name, scores), r.weight) for r in task.rounds]
     for spec, row in zip(task.rounds, rounds, strict=True):
         if replicates and len(spec.datasets) > 1:  # one dataset: its own interval is the round's
             row["performance_ci"] = _round_interval(spec, replicates)
@@ -138,7 +148,7 @@ def _add_secondary(
     task: TaskSpec,
     metrics: Sequence[str],
     scores: Sequence[Score],
-    rounds: list[dict[str, Any]],
+    rounds: list[RoundRow],
     summary: dict[str, Any],
     replicates: Mapping[str, Mapping[tuple[str, str], np.ndarray]],
 ) -> None:

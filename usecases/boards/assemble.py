@@ -11,19 +11,21 @@ once per model.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
 from configs.vocabulary.numbers import NotAWeight, parse_weight
+from configs.vocabulary.results import BoardRow, RoundRow
 from dynascore.weights import Weights
 from metrics.outputs import get_output_type
 from usecases.boards.leaderboard import (
     viewer_weights,
 )
 
-ROUND_AXES = ("performance", "robustness", "fairness")
+RoundAxis = Literal["performance", "robustness", "fairness"]
+ROUND_AXES: tuple[RoundAxis, ...] = ("performance", "robustness", "fairness")
 TOLERANCE = 1e-4  # dynascore.amrs's default, used by the API
 
 
@@ -133,8 +135,8 @@ def in_task_order(task: TaskSpec, round_weights: Mapping[str, float]) -> dict[st
 
 
 def reweighted(
-    rows: list[dict[str, Any]], round_weights: Mapping[str, float], task: TaskSpec
-) -> list[dict[str, Any]]:
+    rows: Sequence[BoardRow], round_weights: Mapping[str, float], task: TaskSpec
+) -> list[BoardRow]:
     """Rows whose round-based axes are the mean of their rounds under ``round_weights``.
 
     Always recomputed from the per-round values: an owner may change a round's weight after
@@ -145,20 +147,21 @@ def reweighted(
     round_weights = in_task_order(task, round_weights)
     wanted = {name: float(w) for name, w in round_weights.items() if w > 0}
     result = []
+    none = RoundRow()
     for row in rows:
         by_round = {r.get("round"): r for r in row.get("rounds") or []}
-        changed = dict(row)
+        changed = row.copy()
         for axis in ROUND_AXES:
-            if not any(axis in by_round.get(name, {}) for name in round_weights):
+            if not any(axis in by_round.get(name, none) for name in round_weights):
                 continue  # none of these rounds says it (a summary-only result): it stands
             changed[axis] = _weighted_mean(
-                [(by_round.get(name, {}).get(axis), w) for name, w in round_weights.items()]
+                [(by_round.get(name, none).get(axis), w) for name, w in round_weights.items()]
             )
         if isinstance(row.get("secondary"), dict):
             changed["secondary"] = {
                 metric: _weighted_mean(
                     [
-                        ((by_round.get(name, {}).get("secondary") or {}).get(metric), w)
+                        ((by_round.get(name, none).get("secondary") or {}).get(metric), w)
                         for name, w in round_weights.items()
                     ]
                 )  # fmt: skip

@@ -28,9 +28,9 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from configs.schema import TaskSpec
+from configs.vocabulary.results import BoardRow
 from store.db import Database
 from store.queries import ResultsMarks
 from usecases.boards import kept
@@ -49,7 +49,7 @@ class TaskRows:
     """A task's leaderboard rows as of ``marks``, by model id in the store's order."""
 
     marks: ResultsMarks
-    by_model: dict[str, dict[str, Any]]
+    by_model: dict[str, BoardRow]
 
 
 class TaskLocks:
@@ -77,7 +77,7 @@ class RowCache:
 
     def rows(
         self, service: Service, task: str, marks: ResultsMarks | None = None
-    ) -> tuple[ResultsMarks, list[dict[str, Any]]]:
+    ) -> tuple[ResultsMarks, list[BoardRow]]:
         """The task's rows now (``marks``: the task's results marks, read just before), and
         the marks they were read at."""
         marks = marks if marks is not None else service.queries.results_marks(task)
@@ -100,7 +100,7 @@ class RowCache:
     @staticmethod
     def _read(
         service: Service, task: str, known: TaskRows | None, marks: ResultsMarks
-    ) -> dict[str, dict[str, Any]]:
+    ) -> dict[str, BoardRow]:
         since = known.marks.newest if known is not None else None
         only_added = (
             known is not None

@@ -7,13 +7,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
+from configs.vocabulary.results import BoardRow
 from dynascore.dynascore import (
     effective_weights,
     ranking_order,
@@ -64,7 +65,7 @@ def viewer_weights(task: TaskSpec, text: str | None) -> Weights:
 
 def leaderboard(
     task: TaskSpec,
-    rows: list[dict[str, Any]],
+    rows: Sequence[BoardRow],
     weights: Weights,
     instance_memory_gib: float | None = None,
     current_hashes: dict[str, str] | None = None,
@@ -233,13 +234,15 @@ def _rows(ranking: pd.DataFrame, start: int, stop: int) -> pd.DataFrame:
 
 def prepare_board(
     task: TaskSpec,
-    rows: list[dict[str, Any]],
+    board_rows: Sequence[BoardRow],
     instance_memory_gib: float | None = None,
     current_hashes: dict[str, str] | None = None,
 ) -> PreparedBoard:
-    """The weight-independent part of ``task``'s leaderboard over ``rows`` (one per model,
-    as ``Queries.leaderboard_rows`` returns them)."""
+    """The weight-independent part of ``task``'s leaderboard over ``board_rows`` (one per
+    model, as ``Queries.leaderboard_rows`` returns them)."""
     memory = instance_memory_gib or task.instance_memory_gib
+    # within, rows are read by axis name (a loop over AXES): plain mappings, not copied
+    rows = cast(list[dict[str, Any]], list(board_rows))
     source_rows = rows
     unmeasured = task.unmeasured_axes
     if unmeasured:  # the same 0 for every model: no rate of substitution, so left out
