@@ -51,11 +51,14 @@ MAX_CV = 0.03
 # What the test suite measures (tests/unit/test_calibration.py and its Docker twin): 16 ms
 # per example, where a framework's own ~1-3 ms per batch of 32 is a small share of the 3 %
 # band, so a CI machine's scheduling noise cannot push a correct measurement out of it; and
-# the product's method of 3 repeats with the median, shortened: 3 batches per offline pass.
-# One hiccup in a single pass at 8 ms once read 0.958 on CI. The benchmark keeps 4 ms.
+# the product's method of repeats with the median, shortened: 3 batches per offline pass.
+# One hiccup in a single pass at 8 ms once read 0.958 on CI; with 3 repeats at 16 ms, the
+# first Docker case once read 0.960 on a machine with slower container storage (the same
+# case then read within the band three times in three runs). 5 repeats: two slow passes
+# no longer move the median. The benchmark keeps 4 ms.
 SUITE_SERVICE_MS = 16.0
 SUITE_PROFILING: dict[str, Any] = {
-    "repeats": 3,
+    "repeats": 5,
     "min_examples": 96,
     "min_duration_s": 0.5,
     "min_queries": 8,

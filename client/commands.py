@@ -253,7 +253,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _in_background(work: Any, name: str) -> None:
+def _in_background(work: Callable[[], object], name: str) -> None:
     """Start ``work`` on its own daemon thread: a start does not wait for it."""
     threading.Thread(target=work, name=name, daemon=True).start()
 

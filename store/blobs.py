@@ -67,8 +67,11 @@ class ShortPart(ValueError):
 
 
 def check_key(key: str) -> str:
-    """Reject keys that could escape the store ('..', absolute paths, odd characters)."""
-    if not _KEY.match(key) or ".." in key.split("/") or "//" in key:
+    """Reject keys that could escape the store ('..', absolute paths, odd characters), and
+    any whose folder or file name starts with '.': those names are the store's own (a
+    write's temporary file, an upload's parts), never a blob."""
+    parts = key.split("/")
+    if not _KEY.match(key) or "//" in key or any(part.startswith(".") for part in parts):
         raise ValueError(f"invalid blob key {key!r}")
     return key
 
@@ -305,8 +308,8 @@ def sweep_temporary_files(root: Path, now: float, older_than_s: float) -> int:
                 if path.stat().st_mtime < now - older_than_s:
                     path.unlink()
                     removed += 1
-            except FileNotFoundError:  # its write finished, or another sweep took it
-                continue
+            except OSError:  # its write finished, another sweep took it, or not ours to
+                continue  # remove: the others are still swept
     return removed
 
 

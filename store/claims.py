@@ -145,29 +145,48 @@ def claimable(
     hide the next fair jobs from a claimer beside it (which skips locked rows) and hand
     that one a job from behind them."""
     postgres = connection.dialect.name == "postgresql"
-    values = looking(now, capabilities)
-    for job in connection.execute(_head(postgres), values):
-        if _meets(job.requirements, capabilities):
+    for job in connection.execute(_head(postgres), looking(now, capabilities)):
+        if meets(job.requirements, capabilities):
             return Claimable._make(job)
-    # Rare: the head of the queue is jobs this worker cannot run. Look through all of it
-    # (unlocked: the claim's conditional update settles a race for the job found).
-    for job in connection.execute(_rest(postgres), values):
-        if _meets(job.requirements, capabilities):
+    return claimable_behind_head(connection, now, capabilities)
+
+
+def claimable_behind_head(
+    connection: Connection,
+    now: datetime,
+    capabilities: Capabilities | None,
+    *,
+    head_seen: bool = True,
+) -> Claimable | None:
+    """Rare: the head of the queue is jobs this worker cannot run (``head_seen``), or every
+    job is held by another claim, which may not be able to run it and give it back at its
+    commit. Look through the rest, or all (unlocked: the claim's conditional update waits
+    for such a claim and settles the race for the job found)."""
+    postgres = connection.dialect.name == "postgresql"
+    skip = (1 if postgres else HEAD) if head_seen else 0
+    for job in connection.execute(_rest(skip), looking(now, capabilities)):
+        if meets(job.requirements, capabilities):
             return Claimable._make(job)
     return None
 
 
-def take_at_once(
-    connection: Connection, values: Mapping[str, Any]
-) -> tuple[Claimable, Claimed] | None:
-    """On PostgreSQL, find and take the next job in one round trip when its model needs
-    nothing of the worker (``values`` as for take, with ``since`` and ``gpus``). None when
-    it took nothing: the general way (claimable, take) then decides."""
+class AtOnce(NamedTuple):
+    """What PostgreSQL's one-statement claim did: the job it found and locked (None: no
+    job any claim may take now) and, when its model needs nothing, the job as taken."""
+
+    found: Claimable | None
+    taken: Claimed | None
+
+
+def take_at_once(connection: Connection, values: Mapping[str, Any]) -> AtOnce:
+    """On PostgreSQL, find the next job and, when its model needs nothing of the worker,
+    take it, in one round trip (``values`` as for take, with ``since`` and ``gpus``)."""
     row = connection.execute(_at_once(), values).first()
-    if row is None or row.taken_id is None:
-        return None
+    if row is None:
+        return AtOnce(None, None)
     width = len(Claimable._fields)
-    return Claimable._make(row[:width]), Claimed._make(row[width:])
+    found = Claimable._make(row[:width])
+    return AtOnce(found, Claimed._make(row[width:]) if row.taken_id is not None else None)
 
 
 def take(connection: Connection, values: Mapping[str, Any]) -> Claimed | None:
@@ -190,7 +209,8 @@ def take(connection: Connection, values: Mapping[str, Any]) -> Claimed | None:
     return claimed
 
 
-def _meets(needs: object, capabilities: Capabilities | None) -> bool:
+def meets(needs: object, capabilities: Capabilities | None) -> bool:
+    """Whether a model's stored requirements ``needs`` are met by ``capabilities``."""
     return needs is None or (
         capabilities is not None
         and isinstance(needs, Mapping)
@@ -222,8 +242,8 @@ def _head(postgres: bool) -> Select[Any]:
 
 
 @functools.cache
-def _rest(postgres: bool) -> Select[Any]:
-    return _queued().offset(1 if postgres else HEAD)
+def _rest(skip: int) -> Select[Any]:
+    return _queued().offset(skip)
 
 
 def _take(which: ColumnElement[bool]) -> Update:

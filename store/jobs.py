@@ -33,7 +33,16 @@ from configs.vocabulary.jobs import (
     job_spec,
 )
 from configs.vocabulary.results import EvaluationResult, Failure
-from store.claims import Claimable, Claimed, claimable, looking, take, take_at_once
+from store.claims import (
+    Claimable,
+    Claimed,
+    claimable,
+    claimable_behind_head,
+    looking,
+    meets,
+    take,
+    take_at_once,
+)
 from store.db import Database
 from store.idempotency import DuplicateSubmission, find_by_key
 from store.late import LateResults
@@ -260,10 +269,17 @@ class JobStore(LeaseRecovery, LateResults):
                     "expires": lease["lease_expires_at"],
                 }
                 if connection.dialect.name == "postgresql":
-                    at_once = take_at_once(connection, {**values, **looking(now, capabilities)})
-                    if at_once is not None:
-                        return _claimed(at_once[1], at_once[0], token)
-                found = claimable(connection, now, capabilities)
+                    found, taken = take_at_once(
+                        connection, {**values, **looking(now, capabilities)}
+                    )
+                    if found is not None and taken is not None:
+                        return _claimed(taken, found, token)
+                    if found is None or not meets(found.requirements, capabilities):
+                        found = claimable_behind_head(
+                            connection, now, capabilities, head_seen=found is not None
+                        )
+                else:
+                    found = claimable(connection, now, capabilities)
                 if found is None:
                     return None
                 claimed = take(connection, {**values, "job": found.id})

@@ -152,7 +152,10 @@ class Service:
         allow_registries_for_pulls(self.allowed_registries)  # they pull what the API accepted
         # they claim what this machine can run (and what needs nothing), each with a GPU
         # share of its own: two jobs on one machine never get the same GPU
-        machine = options.pop("capabilities", None) or (detect() if count else None)
+        if "capabilities" in options:  # None: the workers take only jobs that need nothing
+            machine = options.pop("capabilities")
+        else:
+            machine = detect() if count else None
         for index in range(count):
             if machine is not None:
                 options["capabilities"] = machine.share(index, count)

@@ -13,7 +13,7 @@ from typing import Any
 
 from configs.schema import TaskSpec
 from configs.vocabulary.examples import Example, Prediction
-from configs.vocabulary.jobs import AdversaryRun, Seed
+from configs.vocabulary.jobs import AdversaryRun, Seed, UnreadableSpec
 from configs.vocabulary.results import EvaluationResult
 from evaluator.adversary import AttackSpec, Checkpoint, Proposal, attack
 from evaluator.collection import LiveModel, LivePool, pinned_spec, start_ready
@@ -37,7 +37,8 @@ def run_attack(context: JobContext, job: ClaimedJob, progress: Progress) -> Eval
     if task is None:
         return platform_failure(job.task, f"task {job.task!r} is not loaded")
     if not isinstance(run, AdversaryRun):
-        return platform_failure(job.task, "the adversary job's spec names no attack")
+        reason = run.reason if isinstance(run, UnreadableSpec) else "its spec names no attack"
+        return platform_failure(job.task, f"the adversary run cannot start: {reason}")
     settings = AttackSpec.from_dict(run.attack)
     round_name = run.round
     models = _live_models(context, run.models)

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from configs.vocabulary.capabilities import LABEL, Capabilities, GpuSample
+from configs.vocabulary.capabilities import LABEL, Capabilities, GpuSample, common_model
 
 LOG = logging.getLogger(__name__)
 DEVICE = re.compile(r"[0-9]{1,3}|GPU-[0-9a-fA-F-]{8,64}")
@@ -75,18 +75,24 @@ def detect(
         raise ValueError(f"a worker label is 1-63 of a-z 0-9 . _ -: {bad[0]!r}")
     nvml = nvml if nvml is not None else load_nvml()
     gpus = gpu_samples(nvml) if nvml is not None else []
-    found = tuple(str(gpu.index) for gpu in gpus)
-    offered = found if devices is None else tuple(devices)
-    unknown = [d for d in offered if gpus and d.isdigit() and d not in found]
+    by_index = {str(gpu.index): gpu.name for gpu in gpus}
+    offered = tuple(by_index) if devices is None else tuple(devices)
+    unknown = [d for d in offered if gpus and d.isdigit() and d not in by_index]
     if unknown:
-        raise ValueError(f"this machine has no GPU {unknown[0]} (it has {', '.join(found)})")
+        raise ValueError(f"this machine has no GPU {unknown[0]} (it has {', '.join(by_index)})")
+    # each offered device's model where NVML names it by index; a UUID's is unknown here,
+    # then the machine's model is theirs only when every GPU of the machine is the same
+    named = all(device in by_index for device in offered)
+    names = tuple(by_index[device] for device in offered) if named else ()
+    model = common_model(names) if named else common_model(list(by_index.values()))
     return Capabilities(
         cpus=len(os.sched_getaffinity(0)),
         memory_gib=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30,
         gpus=len(offered),
-        gpu_model=gpus[0].name if gpus and offered else None,
+        gpu_model=model if offered else None,
         labels=chosen,
         gpu_devices=offered,
+        gpu_names=names,
     )
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from configs.schema import TaskSpec
-from configs.vocabulary.jobs import BackfillScope
+from configs.vocabulary.jobs import BackfillScope, UnreadableSpec
 from configs.vocabulary.results import EvaluationResult, Failure
 from evaluator.errors import EvaluationError
 from evaluator.pipeline import run_evaluation
@@ -57,6 +57,8 @@ def evaluate_model(context: JobContext, job: ClaimedJob, progress: Progress) -> 
     task = context.tasks.get(job.task)
     if task is None:
         return platform_failure(job.task, f"task {job.task!r} is not loaded")
+    if isinstance(job.spec, UnreadableSpec):
+        return platform_failure(job.task, job.spec.reason)
     try:
         spec = parse_runtime_spec(job.runtime)
     except ValueError as exc:  # a stored row no release of ours wrote: the platform's fault

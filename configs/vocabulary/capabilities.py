@@ -8,7 +8,7 @@ the worker's (worker/capabilities.py)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -45,6 +45,7 @@ class Capabilities:
     gpu_model: str | None = None
     labels: frozenset[str] = field(default_factory=frozenset)
     gpu_devices: tuple[str, ...] = ()
+    gpu_names: tuple[str, ...] = ()  # each device's model, in gpu_devices' order, if known
 
     def __post_init__(self) -> None:
         if not self.gpu_devices and self.gpus:
@@ -53,15 +54,17 @@ class Capabilities:
             raise ValueError(f"{self.gpus} GPUs offered with devices {list(self.gpu_devices)}")
         if len(set(self.gpu_devices)) != len(self.gpu_devices):
             raise ValueError(f"a GPU is named twice: {list(self.gpu_devices)}")
+        if self.gpu_names and len(self.gpu_names) != self.gpus:
+            raise ValueError(f"{self.gpus} GPUs offered with models {list(self.gpu_names)}")
 
     def share(self, index: int, of: int) -> Capabilities:
         """What worker ``index`` of ``of`` on this machine offers: its own contiguous share
-        of the GPUs (a worker may get none), the rest alike."""
-        devices = self.gpu_devices
-        mine = devices[index * len(devices) // of : (index + 1) * len(devices) // of]
-        return replace(
-            self, gpus=len(mine), gpu_devices=mine, gpu_model=self.gpu_model if mine else None
-        )
+        of the GPUs (a worker may get none), the rest alike. Its GPU model is its own
+        devices' (none when they differ, so no ``gpu_model`` requirement is met wrongly)."""
+        start, stop = index * self.gpus // of, (index + 1) * self.gpus // of
+        mine, names = self.gpu_devices[start:stop], self.gpu_names[start:stop]
+        model = common_model(names) if names else (self.gpu_model if mine else None)
+        return replace(self, gpus=len(mine), gpu_devices=mine, gpu_names=names, gpu_model=model)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +75,11 @@ class Capabilities:
             "labels": sorted(self.labels),
             "gpu_devices": list(self.gpu_devices),
         }
+
+
+def common_model(names: Sequence[str]) -> str | None:
+    """The one model all of ``names`` are, or None (none given, or several)."""
+    return names[0] if names and len(set(names)) == 1 else None
 
 
 @dataclass(frozen=True)

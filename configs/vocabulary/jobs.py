@@ -79,10 +79,10 @@ class AdversaryRun:
     def to_dict(self) -> dict[str, Any]:
         seeds = [{"inputs": dict(s.inputs), "intended": dict(s.intended)} for s in self.seeds]
         return {
-            "round": self.round,
             "attack": dict(self.attack),
             "models": list(self.models),
             "seeds": seeds,
+            "round": self.round,
         }
 
     @classmethod
@@ -98,14 +98,26 @@ class AdversaryRun:
         )
 
 
-JobSpec = BackfillScope | AdversaryRun | None  # what a job's kind needs beyond its model
+@dataclass(frozen=True)
+class UnreadableSpec:
+    """A stored spec its kind cannot read (no release of ours wrote it): the worker fails
+    the job with ``reason``; the claim itself must not fail, or the job would stay at the
+    head of the queue and stop every worker."""
+
+    reason: str
+
+
+JobSpec = BackfillScope | AdversaryRun | UnreadableSpec | None  # what a kind needs
 
 
 def job_spec(kind: JobKind, stored: Mapping[str, Any] | None) -> JobSpec:
     """A job's stored spec, typed by its kind."""
-    if kind is JobKind.ADVERSARY:
-        return AdversaryRun.of(stored)
-    return BackfillScope.of(stored)
+    try:
+        if kind is JobKind.ADVERSARY:
+            return AdversaryRun.of(stored)
+        return BackfillScope.of(stored)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        return UnreadableSpec(f"the job's stored spec cannot be read ({exc!r:.200})")
 
 
 class AttemptOutcome(StrEnum):

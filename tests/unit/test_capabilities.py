@@ -231,6 +231,31 @@ def test_a_job_gets_its_workers_own_gpus_and_samples_only_those(
         service.close()
 
 
+def test_a_worker_says_the_model_of_its_own_gpus() -> None:
+    """On a machine with two kinds of GPU, a worker given the T4 must not claim a job
+    that requires an A100, nor may the share of an embedded worker that owns the T4."""
+    t4 = detect([], nvml=MixedNvml(), devices=["1"])
+    assert (t4.gpu_model, t4.gpu_names) == ("Tesla T4", ("Tesla T4",))
+    assert not Requirements(gpus=1, gpu_model="A100").met_by(t4)
+    machine = detect([], nvml=MixedNvml())
+    assert machine.gpu_model is None  # both: no model they all are
+    first, second = machine.share(0, 2), machine.share(1, 2)
+    assert (first.gpu_model, second.gpu_model) == ("NVIDIA A100-SXM4-40GB", "Tesla T4")
+    assert Requirements(gpus=1, gpu_model="A100").met_by(first)
+    assert not Requirements(gpus=1, gpu_model="A100").met_by(second)
+
+
+def test_embedded_workers_told_to_need_nothing_stay_so(tmp_path: Any) -> None:
+    from tests.unit.test_api import make_service
+
+    service = make_service(tmp_path)
+    try:
+        service.start_workers(2, capabilities=None, poll_s=3600)
+        assert [w.capabilities for w in service.workers] == [None, None]
+    finally:
+        service.close()
+
+
 def test_an_operator_gives_a_worker_its_gpus() -> None:
     found = detect([], nvml=RecordedNvml(), devices=["1"])
     assert (found.gpus, found.gpu_devices, found.gpu_model) == (1, ("1",), "NVIDIA A100-SXM4-40GB")
@@ -267,6 +292,14 @@ class RecordedNvml:
 
     def nvmlDeviceGetUtilizationRates(self, handle: int) -> SimpleNamespace:  # noqa: N802
         return SimpleNamespace(gpu=self.devices[handle][3], memory=0)
+
+
+class MixedNvml(RecordedNvml):
+    """A machine with an A100 (index 0) and a T4 (index 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.devices = [self.devices[0], ("Tesla T4", 16 * 2**30, 2**30, 5)]
 
 
 def test_gpus_are_read_through_nvml() -> None:
@@ -448,3 +481,30 @@ def test_the_worker_command_refuses_gpu_devices_it_cannot_use(
         assert main(["worker", "--burst", "--gpu-devices", bad]) != 0
         assert words in capsys.readouterr().err
     assert not (tmp_path / "data").exists()  # refused before anything was opened
+
+
+def test_a_job_held_by_a_claimer_that_cannot_run_it_goes_to_one_that_can(
+    store: JobStore,
+) -> None:
+    """The only queued job needs the label ``eu``. A worker without it is looking at it
+    (on PostgreSQL its claim holds the row's lock until it commits, taking nothing); a
+    worker with the label claims meanwhile: it waits for that claim and takes the job,
+    rather than seeing no job it may take and leaving it for its next poll."""
+    import threading
+    import time
+
+    from store.claims import claimable
+
+    job = submit(store, "eu-only", {"labels": ["eu"]})
+    eu_box = Capabilities(cpus=2, memory_gib=8.0, labels=frozenset({"eu"}))
+    got: list[Any] = []
+    with store.db.engine.begin() as connection:  # the label-less worker's claim, under way
+        assert claimable(connection, store.clock.now(), CPU_BOX) is None
+        claimer = threading.Thread(target=lambda: got.append(store.claim("eu", 600,
+                                                                          capabilities=eu_box)))  # fmt: skip
+        claimer.start()
+        time.sleep(0.5)  # the other claims while this one is still open
+    claimer.join(timeout=30)
+    assert not claimer.is_alive()
+    [claimed] = got
+    assert claimed is not None and claimed.id == job

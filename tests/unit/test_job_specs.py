@@ -12,6 +12,7 @@ from configs.vocabulary.jobs import (
     BackfillScope,
     JobKind,
     Seed,
+    UnreadableSpec,
     job_spec,
 )
 from store.adversary import AttackRuns
@@ -67,3 +68,42 @@ def test_the_worker_claims_an_adversary_job_with_its_run_typed(database_url: str
         store.db.dispose()
     assert claimed is not None and claimed.id == job_id
     assert claimed.kind is JobKind.ADVERSARY and claimed.spec == RUN
+
+
+@pytest.mark.parametrize(
+    ("kind", "stored"),
+    [
+        (JobKind.ADVERSARY, {"attack": {}}),
+        (JobKind.ADVERSARY, {**RUN.to_dict(), "seeds": [{"inputs": {}}]}),
+        (JobKind.ADVERSARY, {**RUN.to_dict(), "models": 3}),
+        (JobKind.EVALUATE, {"scope": {"round": "r1"}}),
+        (JobKind.EVALUATE, {"scope": {"sets": [{"round": "r1"}]}}),
+    ],
+)
+def test_a_spec_no_release_wrote_reads_as_unreadable(kind: JobKind, stored: dict[str, Any]) -> None:
+    assert isinstance(job_spec(kind, stored), UnreadableSpec)
+
+
+def test_an_unreadable_spec_never_stops_the_queue(database_url: str) -> None:
+    """A claim reads the spec: one it cannot read is handed to the worker to fail (as the
+    platform's fault), never an error inside the claim, which would leave the job at the
+    head of the queue for every worker's every claim."""
+    from sqlalchemy import update
+
+    from store.models import JobRow
+    from tests.unit.test_store import RUNTIME
+
+    store = JobStore(Database(database_url))
+    try:
+        store.register_task("sentiment", 1, {})
+        bad = AttackRuns(store.db, store.clock).start("sentiment", RUN)
+        with store.db.session() as session, session.begin():
+            session.execute(update(JobRow).where(JobRow.id == bad).values(spec={"attack": {}}))
+        first = store.claim("w", 600)
+        assert first is not None and first.id == bad
+        assert isinstance(first.spec, UnreadableSpec)
+        _, plain = store.submit("sentiment", "m", RUNTIME)
+        second = store.claim("w", 600)
+        assert second is not None and second.id == plain
+    finally:
+        store.db.dispose()
