@@ -90,18 +90,24 @@ def test_a_failing_gpu_read_costs_a_sample_not_the_evaluation() -> None:
 
 @pytest.mark.slow  # two real evaluations: the full lane
 def test_a_job_that_required_gpus_has_them_in_its_profile(env: Env) -> None:  # noqa: F811
-    needs_gpu = env.store.submit("sentiment", "on-gpu", FAKE, requirements=_gpus(1))[0]
+    needs_one = env.store.submit("sentiment", "on-gpu", FAKE, requirements=_gpus(1))[0]
+    needs_two = env.store.submit("sentiment", "on-gpus", FAKE, requirements=_gpus(2))[0]
     plain = env.store.submit("sentiment", "on-cpu", FAKE)[0]
     worker = env.worker(
         factory_of(lambda spec: FakeModel(), []),
         capabilities=GPU_BOX,
         gpu_sampler=functools.partial(gpu_samples, RecordedNvml()),
     )
-    assert worker.work(burst=True).done == 2
-    profile = Queries(env.db).submission(needs_gpu)["results"]["profile"]
-    assert profile["gpu"]["devices"] == 2
-    assert profile["gpu"]["peak_memory_gib"] == 12.0  # 2 + 10 GiB of the recorded A100s
-    assert profile["gpu"]["avg_utilisation_percent"] == 64.0
+    assert worker.work(burst=True).done == 3
+    one = Queries(env.db).submission(needs_one)["results"]["profile"]["gpu"]
+    # the job's own GPU only (the worker's first), not the machine's other one
+    assert (one["devices"], one["peak_memory_gib"], one["avg_utilisation_percent"]) == (
+        1, 2.0, 37.0
+    )  # fmt: skip
+    two = Queries(env.db).submission(needs_two)["results"]["profile"]["gpu"]
+    assert two["devices"] == 2
+    assert two["peak_memory_gib"] == 12.0  # 2 + 10 GiB of the recorded A100s
+    assert two["avg_utilisation_percent"] == 64.0
     assert "gpu" not in Queries(env.db).submission(plain)["results"]["profile"]
 
 
