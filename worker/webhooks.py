@@ -162,8 +162,11 @@ class WebhookSender:
     # -- the loop ----------------------------------------------------------------------------
     def start(self) -> None:
         self._stop.clear()
-        self._thread = threading.Thread(target=self.run, name="webhook-sender", daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=self.run, name="webhook-sender", daemon=True)
+        thread.start()
+        # shown to stop() only once started: a stop from another thread (a signal as serve
+        # starts) must never join a thread that has not started
+        self._thread = thread
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop claiming at once; a request in flight ends within its timeout."""

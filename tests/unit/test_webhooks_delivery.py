@@ -421,3 +421,24 @@ def test_a_burst_run_sends_at_its_end_without_a_sender_thread(
         burst=True
     )
     assert len(receiver.requests) == 1
+
+
+def test_a_stop_while_the_sender_starts_does_not_fail(
+    db: Database, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal stops serve's workers while one of them is starting its webhook sender:
+    the stop must not join a thread that has not started yet (RuntimeError: serve then
+    exited 1 on SIGTERM in CI)."""
+    import threading
+
+    sender = WebhookSender(WebhookStore(db, SEALER, clock), allow_hosts=LOOPBACK)
+    original = threading.Thread.start
+
+    def stopped_meanwhile(thread: threading.Thread) -> None:
+        sender.stop(timeout=0)  # between the thread's making and its start
+        original(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", stopped_meanwhile)
+    sender.start()
+    monkeypatch.undo()
+    sender.stop()
