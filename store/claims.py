@@ -191,22 +191,16 @@ def take_at_once(connection: Connection, values: Mapping[str, Any]) -> AtOnce:
 
 def take(connection: Connection, values: Mapping[str, Any]) -> Claimed | None:
     """Mark the queued job ``values["job"]`` running under a new lease (the conditional
-    update: None when another claim took it first) and open the claim's attempt."""
+    update: None when another claim took it first) and open the claim's attempt: on
+    PostgreSQL in one statement, elsewhere in two within the caller's transaction."""
+    if connection.dialect.name == "postgresql":
+        row = connection.execute(_take_and_open(), values).first()
+        return None if row is None else Claimed._make(row)
     row = connection.execute(_TAKE, values).first()
     if row is None:
         return None
-    claimed = Claimed._make(row)
-    connection.execute(
-        _ATTEMPT,
-        {
-            "job_id": claimed.id,
-            "attempt": claimed.attempts,
-            "worker": values["worker"],
-            "lease_token": values["token"],
-            "started_at": values["now"],
-        },
-    )
-    return claimed
+    connection.execute(_OPEN, values)
+    return Claimed._make(row)
 
 
 def meets(needs: object, capabilities: Capabilities | None) -> bool:
@@ -237,8 +231,31 @@ def _queued() -> Select[Any]:
 def _head(postgres: bool) -> Select[Any]:
     # PostgreSQL: concurrent claimers skip each other's locked job.
     if postgres:
-        return _queued().limit(1).with_for_update(skip_locked=True, of=JobRow)
+        return _best_locked()
     return _queued().limit(HEAD)
+
+
+def _best_locked() -> Select[Any]:
+    """The best queued job no other claim holds, locked, with what its model needs. The
+    queue is sorted on its keys and ids alone, and the model's columns read for the one
+    job found: sorting whole rows with their JSON cost most of a claim."""
+    joined, keys = _order(bindparam("since", type_=DateTime()))
+    best = (
+        select(JobRow.id, JobRow.model_id)
+        .select_from(joined)
+        .where(
+            JobRow.status == JobStatus.QUEUED,
+            JobRow.available_at <= bindparam("now", type_=DateTime()),
+            func.coalesce(ModelRow.required_gpus, 0) <= bindparam("gpus", type_=Integer()),
+        )
+        .order_by(*keys)
+        .limit(1)
+        .with_for_update(skip_locked=True, of=JobRow)
+        .subquery("best")
+    )
+    return select(best.c.id, ModelRow.requirements, ModelRow.runtime).select_from(
+        best.outerjoin(ModelRow, ModelRow.id == best.c.model_id)
+    )
 
 
 @functools.cache
@@ -247,7 +264,8 @@ def _rest(skip: int) -> Select[Any]:
 
 
 def _take(which: ColumnElement[bool]) -> Update:
-    """Mark the queued job ``which`` picks running under the bound lease."""
+    """Mark the queued job ``which`` picks running under the bound lease (its columns bound
+    by the names store.leases.lease_columns gives them)."""
     now = bindparam("now", type_=DateTime())
     return (
         update(JobRow)
@@ -257,14 +275,29 @@ def _take(which: ColumnElement[bool]) -> Update:
             lease_owner=bindparam("worker", type_=String()),
             lease_token=bindparam("token", type_=String()),
             lease_domain=bindparam("domain", type_=String()),
-            heartbeat_at=now,
-            lease_expires_at=bindparam("expires", type_=DateTime()),
+            heartbeat_at=bindparam("heartbeat_at", type_=DateTime()),
+            lease_expires_at=bindparam("lease_expires_at", type_=DateTime()),
             attempts=JobRow.attempts + 1,
             started_at=now,
             stage="claimed",
             progress=0.0,
         )
         .returning(*(JobRow.__table__.c[name] for name in Claimed._fields))
+    )
+
+
+def _opening(taken: FromClause) -> Insert:
+    """The claim's attempt, opened from the job as the claim left it (``taken``: its id and
+    its attempts, already counting this one)."""
+    return insert(AttemptRow).from_select(
+        ["job_id", "attempt", "worker", "lease_token", "started_at"],
+        select(
+            taken.c.id,
+            taken.c.attempts,
+            bindparam("worker", type_=String()),
+            bindparam("token", type_=String()),
+            bindparam("now", type_=DateTime()),
+        ),
     )
 
 
@@ -275,25 +308,29 @@ def _at_once() -> Select[Any]:
     the job found and, when taken, the job as the claim left it."""
     found = _head(True).cte("found")
     taken = _take(and_(JobRow.id == found.c.id, found.c.requirements.is_(None))).cte("taken")
-    opened = insert(AttemptRow).from_select(
-        ["job_id", "attempt", "worker", "lease_token", "started_at"],
-        select(
-            taken.c.id,
-            taken.c.attempts,
-            bindparam("worker", type_=String()),
-            bindparam("token", type_=String()),
-            bindparam("now", type_=DateTime()),
-        ),
-    )
     return (
         select(
             *found.c,
             *(taken.c[name].label(f"taken_{name}") for name in Claimed._fields),
         )
         .select_from(found.outerjoin(taken, true()))
-        .add_cte(opened.cte("opened"))
+        .add_cte(_opening(taken).cte("opened"))
+    )
+
+
+@functools.cache
+def _take_and_open() -> Select[Any]:
+    """PostgreSQL's take of the job ``job`` and the opening of its attempt, in one
+    statement."""
+    taken = _take(JobRow.id == bindparam("job", type_=String())).cte("taken")
+    return select(*(taken.c[name] for name in Claimed._fields)).add_cte(
+        _opening(taken).cte("opened")
     )
 
 
 _TAKE = _take(JobRow.id == bindparam("job", type_=String()))
-_ATTEMPT: Insert = insert(AttemptRow)
+_OPEN = _opening(
+    select(JobRow.id, JobRow.attempts)
+    .where(JobRow.id == bindparam("job", type_=String()))
+    .subquery()
+)

@@ -11,12 +11,13 @@ live workers that share a worker id never both own one job."""
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Connection, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -43,7 +44,7 @@ from store.claims import (
     take,
     take_at_once,
 )
-from store.db import Database
+from store.db import Database, retry_stale
 from store.idempotency import DuplicateSubmission, find_by_key
 from store.late import LateResults
 from store.leases import (
@@ -256,36 +257,60 @@ class JobStore(LeaseRecovery, LateResults):
         (settle_predecessor). Only jobs whose model's requirements ``capabilities`` meet
         are taken (a worker that says nothing of itself takes the jobs that need nothing)."""
         for _ in range(5):  # another worker may win the race for a candidate; try the next
-            # Core statements built once (store.claims): with several workers in one
-            # process, building and loading ORM objects per claim cost more than the SQL.
-            with self.db.engine.begin() as connection:
-                now = self.clock.now()
-                lease, token = lease_columns(now, lease_s), new_token()
-                values = {
-                    "worker": worker,
-                    "token": token,
-                    "domain": domain,
-                    "now": now,
-                    "expires": lease["lease_expires_at"],
-                }
-                if connection.dialect.name == "postgresql":
-                    found, taken = take_at_once(
-                        connection, {**values, **looking(now, capabilities)}
+            now = self.clock.now()
+            values = {
+                "worker": worker,
+                "token": new_token(),
+                "domain": domain,
+                "now": now,
+                **lease_columns(now, lease_s),
+            }
+            try:
+                if self.db.statements is not self.db.engine:
+                    claim = functools.partial(
+                        self._claim_statement_by_statement, values, capabilities
                     )
-                    if found is not None and taken is not None:
-                        return _claimed(taken, found, token)
-                    if found is None or not meets(found.requirements, capabilities):
-                        found = claimable_behind_head(
-                            connection, now, capabilities, head_seen=found is not None
-                        )
-                else:
-                    found = claimable(connection, now, capabilities)
-                if found is None:
-                    return None
-                claimed = take(connection, {**values, "job": found.id})
-                if claimed is not None:
-                    return _claimed(claimed, found, token)
+                    return retry_stale(claim)
+                return self._claim_in_one_transaction(values, capabilities)
+            except _RaceLost:
+                continue
         return None
+
+    def _claim_statement_by_statement(
+        self, values: dict[str, Any], capabilities: Capabilities | None
+    ) -> ClaimedJob | None:
+        """PostgreSQL: each statement its own transaction (store.db.make_statement_engine).
+        Usually one: find, take and open the attempt at once. The conditional update of the
+        take settles any race for a job found by an earlier statement."""
+        with self.db.statements.connect() as connection:
+            now = values["now"]
+            found, taken = take_at_once(connection, {**values, **looking(now, capabilities)})
+            if found is not None and taken is not None:
+                return _claimed(taken, found, values["token"])
+            if found is None or not meets(found.requirements, capabilities):
+                found = claimable_behind_head(
+                    connection, now, capabilities, head_seen=found is not None
+                )
+            return self._take_found(connection, found, values)
+
+    def _claim_in_one_transaction(
+        self, values: dict[str, Any], capabilities: Capabilities | None
+    ) -> ClaimedJob | None:
+        """SQLite: find, take and open the attempt in one transaction."""
+        with self.db.engine.begin() as connection:
+            found = claimable(connection, values["now"], capabilities)
+            return self._take_found(connection, found, values)
+
+    @staticmethod
+    def _take_found(
+        connection: Connection, found: Claimable | None, values: dict[str, Any]
+    ) -> ClaimedJob | None:
+        if found is None:
+            return None
+        claimed = take(connection, {**values, "job": found.id})
+        if claimed is None:
+            raise _RaceLost  # another claim took it first (a transaction rolls back)
+        return _claimed(claimed, found, values["token"])
 
     def heartbeat(
         self,
@@ -375,6 +400,10 @@ class JobStore(LeaseRecovery, LateResults):
                 close_attempt(session, job, AttemptOutcome.CANCELLED, cancelled, now)
             settle(job, cancelled, Settlement(JobStatus.FAILED, None, "cancelled"), now)
         return CancelOutcome(job.id, was)
+
+
+class _RaceLost(Exception):
+    """A claim found a job that another claim took first."""
 
 
 def _claimed(claimed: Claimed, found: Claimable, token: str) -> ClaimedJob:

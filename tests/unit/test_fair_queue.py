@@ -5,6 +5,8 @@ fresh submissions. Time is a ManualClock; a "job" runs for ``JOB`` of it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -197,26 +199,99 @@ def test_a_claim_is_one_round_trip_on_postgresql_and_three_statements_on_sqlite(
     world: tuple[JobStore, ManualClock, dict[str, str]],
 ) -> None:
     """A claim finds its job, takes it and opens its attempt: on PostgreSQL in one statement
-    when the model needs nothing of the worker, on SQLite in three (no loading of the job
-    and its model again), and the next claim sends the very same SQL (built once)."""
+    when the model needs nothing of the worker, sent in autocommit (no BEGIN and COMMIT
+    round trips around it); on SQLite in three within a transaction (no loading of the job
+    and its model again); and the next claim sends the very same SQL (built once)."""
     from sqlalchemy import event
 
     store, _clock, users = world
-    sent: list[str] = []
+    sent: list[tuple[str, bool]] = []
 
-    def record(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+    def record(conn: Any, _cursor: object, statement: str, *_args: object) -> None:
         if statement.strip().upper() != "SELECT 1":  # the pool's ping of a connection
-            sent.append(statement)
+            autocommit = getattr(conn.connection.dbapi_connection, "autocommit", None)
+            sent.append((statement, autocommit is True))
 
     submit(store, users["flood"], 30)
-    event.listen(store.db.engine, "before_cursor_execute", record)
+    event.listen(store.db.statements, "before_cursor_execute", record)
     try:
         first = store.claim("w1", 600)
         once = list(sent)
         second = store.claim("w2", 600)
     finally:
-        event.remove(store.db.engine, "before_cursor_execute", record)
+        event.remove(store.db.statements, "before_cursor_execute", record)
     assert first is not None and second is not None and first.id != second.id
     assert first.runtime == RUNTIME and first.attempt == 1
-    assert len(once) == (1 if store.db.engine.dialect.name == "postgresql" else 3), once
+    postgres = store.db.engine.dialect.name == "postgresql"
+    assert len(once) == (1 if postgres else 3), once
+    assert all(autocommit == postgres for _, autocommit in sent), sent
     assert sent[len(once) :] == once
+
+
+@pytest.fixture
+def postgres_world(postgres_cluster: Any, postgres_template: str) -> Iterator[tuple[JobStore, str]]:
+    """A job store on a fresh PostgreSQL database, and a submitter."""
+    with postgres_cluster.fresh_database(postgres_template) as url:
+        db = Database(url)
+        store = JobStore(db, ManualClock())
+        store.register_task("sentiment", 1, {"name": "sentiment"})
+        owner = Accounts(db).add_user("flood", "researcher")["id"]
+        yield store, owner
+        db.dispose()
+
+
+def test_sqlite_claims_in_one_transaction_on_its_one_engine(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    try:
+        assert db.statements is db.engine
+    finally:
+        db.dispose()
+
+
+def test_a_claim_on_postgresql_is_planned_once_per_connection(
+    postgres_world: tuple[JobStore, str],
+) -> None:
+    """PostgreSQL planned the fair-order query afresh at every claim (a custom plan each
+    time, which took longer than running it): the claim's connections prepare it once and
+    keep its generic plan."""
+    from sqlalchemy import text
+
+    store, owner = postgres_world
+    submit(store, owner, 8)
+    for _ in range(6):  # one after another: the pool lends its one connection each time
+        assert store.claim("w1", 600) is not None
+    with store.db.statements.connect() as connection:
+        plans = connection.execute(
+            text(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE statement LIKE '%FOR UPDATE OF jobs SKIP LOCKED%'"
+            )
+        ).all()
+    assert plans and all(custom == 0 for _, custom in plans), plans
+
+
+def test_a_claim_after_the_server_closed_its_connections_still_claims(
+    postgres_world: tuple[JobStore, str],
+) -> None:
+    """The claim's pool does not ping a connection before lending it (a round trip per
+    claim): when PostgreSQL closed the pooled connections (a restart, a fail-over), the
+    claim retries once on a fresh one instead of failing as an outage."""
+    from sqlalchemy import create_engine, text
+
+    store, owner = postgres_world
+    submit(store, owner, 3)
+    assert store.claim("w1", 600) is not None  # the pool now holds a connection
+    admin = create_engine(store.db.url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            closed = connection.execute(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            ).scalar_one()
+    finally:
+        admin.dispose()
+    assert closed >= 1
+    second = store.claim("w2", 600)
+    assert second is not None and second.attempt == 1
