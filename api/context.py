@@ -9,6 +9,7 @@ from flask import current_app
 from api.auth import accounts, principal
 from api.errors import ApiError
 from configs.schema import TaskSpec
+from store.rules.principals import TaskAccess
 from usecases.service import Service
 
 
@@ -18,17 +19,21 @@ def service() -> Service:
 
 def task_visible(name: str) -> bool:
     """Whether the caller may see the task (a public one, or a private one of theirs)."""
-    found = accounts().task_access().get(name)
-    return found is None or principal().may_see_task(found)
+    return _visible(accounts().task_access(name).get(name))
 
 
 def task_or_404(name: str) -> TaskSpec:
     """The task, if it exists and the caller may see it (a private task is 404 to others)."""
     task = service().tasks.get(name)
     if task is None or not task_visible(name):
-        known = ", ".join(sorted(t for t in service().tasks if task_visible(t)))
+        access = accounts().task_access()
+        known = ", ".join(sorted(t for t in service().tasks if _visible(access.get(t))))
         raise ApiError(404, "unknown_task", f"no task {name!r} (tasks: {known})")
     return task
+
+
+def _visible(access: TaskAccess | None) -> bool:
+    return access is None or principal().may_see_task(access)
 
 
 def owned_task(task_name: str) -> TaskSpec:

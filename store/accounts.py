@@ -288,11 +288,16 @@ class Accounts:
             )
 
     # -- tasks and submissions ---------------------------------------------------------------
-    def task_access(self) -> dict[str, TaskAccess]:
-        with self.db.session() as session:
+    def task_access(self, name: str | None = None) -> dict[str, TaskAccess]:
+        """Who owns each task and whether it is private (``name``: that task's alone). Three
+        columns: every request naming a task asks, and the rows hold each task's spec."""
+        query = select(TaskRow.name, TaskRow.owner_id, TaskRow.private)
+        if name is not None:
+            query = query.where(TaskRow.name == name)
+        with self.db.engine.connect() as connection:
             return {
-                row.name: TaskAccess(row.name, row.owner_id, bool(row.private))
-                for row in session.scalars(select(TaskRow))
+                task: TaskAccess(task, owner, bool(private))
+                for task, owner, private in connection.execute(query)
             }
 
     def set_task_access(self, task: str, owner: str | None, private: bool) -> TaskAccess:

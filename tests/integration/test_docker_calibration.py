@@ -18,12 +18,12 @@ from benchmarks.bench_fidelity import (
     STYLES,
     SUITE_PROFILING,
     SUITE_SERVICE_MS,
-    THROUGHPUT_BOUNDS,
     Case,
     calibration_task,
     image_tag,
     in_bounds,
     measure,
+    throughput_window,
 )
 from configs.schema import TaskSpec
 
@@ -75,9 +75,9 @@ def test_the_sandboxed_calibration_server_is_measured_within_the_targets(
     calibration_image(style)
     task, config_dir = task_and_dir
     case = Case(style, "docker", resident_mib, SERVICE_MS)
+    window = throughput_window(case, task.batch_size)  # the truth on this machine
     measured = measure(case, task, config_dir, owner=owner, client=docker_client)
-    ratio = measured.examples_per_s / case.true_examples_per_s
-    assert in_bounds(ratio, THROUGHPUT_BOUNDS), f"throughput {ratio:.4f} of the truth"
+    assert window.holds(measured.examples_per_s), window.explain(measured.examples_per_s)
     assert measured.memory_mib is not None
     memory = measured.memory_mib / resident_mib
     assert in_bounds(memory, MEMORY_BOUNDS), f"memory {memory:.4f} of the truth"

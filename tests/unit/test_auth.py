@@ -324,6 +324,22 @@ def test_lists_show_only_what_the_caller_may_see(world: World) -> None:
     assert not re.search(r"\bqa\b", error["message"])
 
 
+def test_a_private_task_is_404_to_outsiders_and_its_board_is_its_owners(
+    shared_world: World,
+) -> None:
+    """A task's visibility is read for the task a request names (its owner and privacy,
+    not every task's stored spec), with the same answer for each caller."""
+    board = "/api/v1/tasks/qa/leaderboard"
+    for role in ("alice", "bob", "alice_read"):
+        error = assert_error(shared_world.client(role).get(board), 404, "unknown_task")
+        assert not re.search(r"\bqa\b", error["message"].split("(tasks:")[1])
+    for role in ("carol", "admin"):
+        assert shared_world.client(role).get(board).status_code == 200
+    access = Accounts(shared_world.service.db).task_access("qa")
+    assert set(access) == {"qa"} and access["qa"].private
+    assert set(Accounts(shared_world.service.db).task_access()) >= {"qa", "nli", "sentiment"}
+
+
 def test_a_submission_belongs_to_its_submitter(world: World) -> None:
     created = world.client("bob").post("/api/v1/tasks/sentiment/submissions", json=SUBMIT)
     assert created.status_code == 201

