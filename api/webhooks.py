@@ -24,7 +24,7 @@ from configs.vocabulary.webhooks import (
     FINAL_EVENTS,
     SIGNATURE_HEADER,
 )
-from store.accounts import Principal
+from store.rules.principals import Principal
 from store.webhooks import TooManyWebhooks, Webhook, WebhookStore
 from worker.webhooks import Refused, check_url
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -35,7 +36,7 @@ class TaskRow(Base):
     __tablename__ = "tasks"
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     version: Mapped[int] = mapped_column(Integer)
-    spec: Mapped[dict] = mapped_column(JSON)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime]
     # Who runs the task (its rounds, reruns) and whether outsiders may see it at all.
     owner_id: Mapped[str | None] = mapped_column(
@@ -51,7 +52,7 @@ class ModelRow(Base):
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     task: Mapped[str] = mapped_column(ForeignKey("tasks.name"), index=True)
     name: Mapped[str] = mapped_column(String(128))
-    runtime: Mapped[dict] = mapped_column(JSON)
+    runtime: Mapped[dict[str, Any]] = mapped_column(JSON)
     image_id: Mapped[str | None] = mapped_column(String(128))
     created_at: Mapped[datetime]
     # The submitter; None for rows from before accounts existed (visible to admins only).
@@ -68,7 +69,7 @@ class ModelRow(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(128))
     # What the worker that runs it must have (configs.vocabulary.capabilities), or None;
     # its GPU count apart, so claims filter on it in SQL.
-    requirements: Mapped[dict | None] = mapped_column(JSON(none_as_null=True))
+    requirements: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     required_gpus: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     __table_args__ = (
         UniqueConstraint("owner_id", "idempotency_key", name="uq_models_owner_idempotency_key"),
@@ -94,9 +95,9 @@ class JobRow(Base):
     task: Mapped[str] = mapped_column(String(64))
     kind: Mapped[str] = mapped_column(String(16), default="evaluate", server_default="evaluate")
     # What the kind needs: a backfill's scope (one dataset version), an attack's settings.
-    spec: Mapped[dict | None] = mapped_column(JSON)
+    spec: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # Progress a later attempt resumes from (an attack's next source, its queries used).
-    checkpoint: Mapped[dict | None] = mapped_column(JSON)
+    checkpoint: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(16))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
@@ -148,11 +149,11 @@ class ResultRow(Base):
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), primary_key=True)
     model_id: Mapped[str] = mapped_column(ForeignKey("models.id"), index=True)
     task: Mapped[str] = mapped_column(String(64))  # indexed first in (task, created_at)
-    summary: Mapped[dict] = mapped_column(JSON)
-    rounds: Mapped[list] = mapped_column(JSON)
-    slices: Mapped[list] = mapped_column(JSON)
-    profile: Mapped[dict] = mapped_column(JSON)
-    provenance: Mapped[dict] = mapped_column(JSON)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON)
+    rounds: Mapped[list[Any]] = mapped_column(JSON)
+    slices: Mapped[list[Any]] = mapped_column(JSON)
+    profile: Mapped[dict[str, Any]] = mapped_column(JSON)
+    provenance: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime]
     # a board's results version (count, newest) from the index alone, not the rows
     __table_args__ = (Index("ix_results_task_created_at", "task", "created_at"),)
@@ -220,8 +221,8 @@ class ViewRow(Base):
     task: Mapped[str] = mapped_column(ForeignKey("tasks.name"), index=True)
     slug: Mapped[str] = mapped_column(String(64))
     name: Mapped[str] = mapped_column(String(128))
-    weights: Mapped[dict] = mapped_column(JSON)
-    round_weights: Mapped[dict] = mapped_column(JSON)
+    weights: Mapped[dict[str, Any]] = mapped_column(JSON)
+    round_weights: Mapped[dict[str, Any]] = mapped_column(JSON)
     owner_id: Mapped[str | None] = mapped_column(
         ForeignKey("users.id", name="fk_views_owner_id_users")
     )
@@ -244,10 +245,10 @@ class SnapshotRow(Base):
     __tablename__ = "snapshots"
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     task: Mapped[str] = mapped_column(ForeignKey("tasks.name"), index=True)
-    leaderboard: Mapped[dict] = mapped_column(JSON)
-    weights: Mapped[dict] = mapped_column(JSON)
-    round_weights: Mapped[dict] = mapped_column(JSON)
-    dataset_hashes: Mapped[dict] = mapped_column(JSON)
+    leaderboard: Mapped[dict[str, Any]] = mapped_column(JSON)
+    weights: Mapped[dict[str, Any]] = mapped_column(JSON)
+    round_weights: Mapped[dict[str, Any]] = mapped_column(JSON)
+    dataset_hashes: Mapped[dict[str, Any]] = mapped_column(JSON)
     code_version: Mapped[str] = mapped_column(String(128))
     owner_id: Mapped[str | None] = mapped_column(
         ForeignKey("users.id", name="fk_snapshots_owner_id_users")
@@ -282,7 +283,7 @@ class WebhookDeliveryRow(Base):
         ForeignKey("webhooks.id", name="fk_webhook_deliveries_webhook_id_webhooks"), index=True
     )
     event: Mapped[str] = mapped_column(String(16))
-    payload: Mapped[dict] = mapped_column(JSON)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(16))  # pending, delivered or failed
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer)
@@ -290,7 +291,7 @@ class WebhookDeliveryRow(Base):
     claim_token: Mapped[str | None] = mapped_column(String(36))
     last_status_code: Mapped[int | None] = mapped_column(Integer)
     last_error: Mapped[str | None] = mapped_column(String(300))
-    history: Mapped[list] = mapped_column(JSON)  # every attempt: at, status code, error
+    history: Mapped[list[Any]] = mapped_column(JSON)  # every attempt: at, status code, error
     created_at: Mapped[datetime]
     last_attempt_at: Mapped[datetime | None]
     __table_args__ = (Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),)
@@ -304,7 +305,7 @@ class TaskVersionRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     task: Mapped[str] = mapped_column(String(64))
     version: Mapped[int] = mapped_column(Integer)
-    spec: Mapped[dict] = mapped_column(JSON)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     # sha256 of the task file (merged over the defaults) this version started from
     seed_hash: Mapped[str] = mapped_column(String(64))
     reason: Mapped[str] = mapped_column(String(200))
@@ -350,9 +351,9 @@ class CollectionRoundRow(Base):
     task: Mapped[str] = mapped_column(String(64), primary_key=True)
     round: Mapped[str] = mapped_column(String(64), primary_key=True)
     status: Mapped[str] = mapped_column(String(16))  # open, closed or frozen
-    model_ids: Mapped[list] = mapped_column(JSON)  # the in-the-loop models, in order
-    settings: Mapped[dict] = mapped_column(JSON)  # votes needed, QA F1 threshold, limits
-    unhealthy: Mapped[dict] = mapped_column(JSON)  # model id -> why it stopped answering
+    model_ids: Mapped[list[Any]] = mapped_column(JSON)  # the in-the-loop models, in order
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON)  # votes needed, QA F1 threshold, limits
+    unhealthy: Mapped[dict[str, Any]] = mapped_column(JSON)  # model id -> why it stopped answering
     opened_by: Mapped[str | None] = mapped_column(
         ForeignKey("users.id", name="fk_collection_rounds_opened_by_users")
     )
@@ -373,17 +374,19 @@ class CollectedExampleRow(Base):
     author_id: Mapped[str | None] = mapped_column(
         ForeignKey("users.id", name="fk_collected_examples_author_id_users"), index=True
     )
-    inputs: Mapped[dict] = mapped_column(JSON)
-    intended: Mapped[dict] = mapped_column(
+    inputs: Mapped[dict[str, Any]] = mapped_column(JSON)
+    intended: Mapped[dict[str, Any]] = mapped_column(
         JSON
     )  # {"label": ...} or {"answer": ..., "answer_start": ...}
     explanation: Mapped[str | None] = mapped_column(Text)
-    slices: Mapped[dict | None] = mapped_column(JSON)  # slice column -> value, as written
+    slices: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # slice column -> value, as written
     model_id: Mapped[str | None] = mapped_column(String(36))  # the model that answered
-    model_answer: Mapped[dict | None] = mapped_column(JSON)
+    model_answer: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     fooled: Mapped[bool | None] = mapped_column(Boolean)  # None: unanswered
     answer_error: Mapped[str | None] = mapped_column(String(300))
-    fooled_models: Mapped[list | None] = mapped_column(JSON)  # machine proposals: whom it fools
+    fooled_models: Mapped[list[Any] | None] = mapped_column(
+        JSON
+    )  # machine proposals: whom it fools
     source_uid: Mapped[str | None] = mapped_column(String(128))  # what a proposal perturbed
     verdict: Mapped[str | None] = mapped_column(String(16))  # correct, incorrect or flagged
     settled_by: Mapped[str | None] = mapped_column(String(36))  # a user id, or "votes"

@@ -11,9 +11,9 @@ from typing import Any
 
 from configs.schema import TaskSpec
 from configs.vocabulary.refusals import Refused
-from store.accounts import Principal
 from store.locks import named_lock
 from store.quotas import Usage, charged_usage
+from store.rules.principals import Principal
 from usecases.service import Service
 
 

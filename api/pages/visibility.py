@@ -14,7 +14,7 @@ from flask import current_app
 from api.auth import accounts, principal
 from api.context import task_visible
 from api.errors import ApiError
-from store.accounts import ModelAccess
+from store.rules.principals import ModelAccess
 
 F = TypeVar("F", bound=Callable[..., Any])
 
