@@ -114,7 +114,9 @@ def _example(example: StoredExample) -> dict[str, Any]:
 @blp.arguments(OpenBodySchema)
 @ok(CollectionSchema, 201)
 @errors(400, 401, 403, 404, 409, 422)
-def open_collection(body: dict[str, Any], task_name: str, round_name: str) -> tuple[dict, int]:
+def open_collection(
+    body: dict[str, Any], task_name: str, round_name: str
+) -> tuple[dict[str, Any], int]:
     """Open a round for collection (task owner or admin) with its in-the-loop models:
     scored submissions of the task. Reopening a closed round resets every model's health."""
     task = owned_task(task_name)
@@ -155,7 +157,9 @@ def close_collection(task_name: str, round_name: str) -> dict[str, Any]:
 @blp.arguments(ExampleBodySchema)
 @ok(WrittenSchema, 201)
 @errors(400, 401, 403, 404, 409, 422, 429)
-def post_example(body: dict[str, Any], task_name: str, round_name: str) -> tuple[dict, int]:
+def post_example(
+    body: dict[str, Any], task_name: str, round_name: str
+) -> tuple[dict[str, Any], int]:
     """Write an example (input fields plus `label`, or `answer` and `answer_start` for QA);
     the live model answers at once. A failed model leaves the example kept, unanswered."""
     task = task_or_404(task_name)

@@ -14,7 +14,8 @@ from usecases.service import Service
 
 
 def service() -> Service:
-    return current_app.extensions["dynaeval"]
+    found: Service = current_app.extensions["dynaeval"]
+    return found
 
 
 def task_visible(name: str) -> bool:

@@ -35,6 +35,7 @@ def success_docs(blp: Blueprint) -> Callable[..., Callable[[F], F]]:
     re-serialising what the view returns."""
 
     def ok(schema: type, status: int = 200) -> Callable[[F], F]:
-        return blp.alt_response(status, schema=schema, success=True)
+        decorate: Callable[[F], F] = blp.alt_response(status, schema=schema, success=True)
+        return decorate
 
     return ok

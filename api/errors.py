@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from flask import Flask, jsonify, request
 from flask.typing import ResponseReturnValue
@@ -51,8 +52,8 @@ def from_refusal(refused: Refused) -> ApiError:
     return ApiError(STATUS[refused.kind], refused.code, refused.message, headers, refused.details)
 
 
-def error_body(code: str, message: str, details: object | None = None) -> dict:
-    body: dict = {"error": {"code": code, "message": message}}
+def error_body(code: str, message: str, details: object | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"error": {"code": code, "message": message}}
     if details:
         body["error"]["details"] = details
     return body

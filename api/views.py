@@ -19,11 +19,10 @@ from werkzeug.wrappers import Response
 
 from api.auth import accounts, principal
 from api.bodies import Blueprint
-from api.context import service, task_or_404
+from api.context import service, task_or_404, task_visible
 from api.docs import error_docs
 from api.errors import ApiError
 from api.pages.site import board_page, form_error
-from api.pages.visibility import task_visible
 from api.schemas import FullMatch, OpenSchema
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES

@@ -17,9 +17,8 @@ from werkzeug.wrappers import Response
 
 from api.auth import principal
 from api.collection import collection
-from api.context import service
+from api.context import service, task_visible
 from api.errors import STATUS, ApiError
-from api.pages.visibility import task_visible
 from configs.schema import TaskSpec
 from metrics.outputs import get_output_type
 from store.collection import CollectionRefused, RoundState

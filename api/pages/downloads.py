@@ -11,12 +11,13 @@ import io
 import json
 from typing import Any
 
-from flask import Response, current_app
+from flask import Response
 from marshmallow import Schema, fields, validate
 
 from api.bodies import Blueprint
+from api.context import service, task_visible
 from api.errors import ApiError
-from api.pages.visibility import model_visible, task_visible
+from api.pages.visibility import model_visible
 from api.schemas import ErrorSchema, ScoresSchema, WeightsQuerySchema
 from api.schemas_board import LeaderboardSchema
 from configs.vocabulary.axes import AXES
@@ -24,7 +25,6 @@ from usecases.boards import assemble as boards
 from usecases.boards import public
 from usecases.boards.default_view import task_defaults
 from usecases.boards.page import board as weighted_board
-from usecases.service import Service
 
 downloads = Blueprint(
     "downloads",
@@ -77,10 +77,6 @@ class ScoresFileSchema(ScoresSchema):
 
     task = fields.String()
     name = fields.String()
-
-
-def service() -> Service:
-    return current_app.extensions["dynaeval"]
 
 
 @downloads.route("/tasks/<task_name>/leaderboard/download")

@@ -13,9 +13,8 @@ from flask import Blueprint, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 from api.auth import principal
-from api.context import service
+from api.context import service, task_visible
 from api.errors import ApiError
-from api.pages.visibility import task_visible
 from api.validation import cast_vote, queued_json, validation
 from metrics.outputs import get_output_type
 from metrics.vmer import VERDICTS

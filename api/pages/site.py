@@ -14,7 +14,6 @@ from typing import Any
 
 from flask import (
     Blueprint,
-    current_app,
     jsonify,
     redirect,
     render_template,
@@ -27,13 +26,13 @@ from werkzeug.wrappers import Response
 
 from api import accounts as session_routes
 from api.auth import accounts, principal
+from api.context import service, task_visible
 from api.errors import ApiError, error_body
 from api.pages.visibility import (
     decide_publication,
     model_private_visible,
     openable_models,
     readable_model,
-    task_visible,
 )
 from api.ratelimit import login_limited
 from configs.schema import TaskSpec
@@ -49,7 +48,6 @@ from usecases.boards.assemble import METRIC_LABELS
 from usecases.boards.default_view import task_defaults
 from usecases.boards.examples import example_predictions
 from usecases.boards.page import board as weighted_board
-from usecases.service import Service
 
 STATIC = Path(__file__).resolve().parent / "static"
 pages = Blueprint("pages", __name__, template_folder="templates")
@@ -68,10 +66,6 @@ AXIS_UNITS = {
     "robustness": "0–100",
     "fairness": "0–100",
 }
-
-
-def service() -> Service:
-    return current_app.extensions["dynaeval"]
 
 
 @pages.app_template_filter("num")
