@@ -51,6 +51,9 @@ RUNTIMES = ("url", "process", "docker")
 THROUGHPUT_BOUNDS = (0.97, 1.03)
 MEMORY_BOUNDS = (0.95, 1.05)
 MAX_CV = 0.03
+# The least a bare client may reach of the nominal rate and still set a test's truth (seen:
+# 0.93-0.96 on a machine whose every request cost more than its service time).
+LOWEST_TRUTH = 0.92
 # What the test suite measures (tests/unit/test_calibration.py and its Docker twin): 16 ms
 # per example, where a framework's own ~1-3 ms per batch of 32 is a small share of the 3 %
 # band, so a CI machine's scheduling noise cannot push a correct measurement out of it; and
@@ -187,7 +190,7 @@ def bare_client_rate(case: Case, batch_size: int, batches: int = 8, warmup: int 
                     seconds.append(time.perf_counter() - started)
         finally:
             connection.close()
-    return batch_size * len(seconds) / sum(seconds)
+    return batch_size / statistics.median(seconds)  # the evaluator reports medians too
 
 
 @dataclass(frozen=True)
@@ -201,7 +204,10 @@ class ThroughputWindow:
 
     @property
     def floor(self) -> float:
-        return min(self.nominal, self.reachable) * THROUGHPUT_BOUNDS[0]
+        """3 % below the lesser of the two, never below ``LOWEST_TRUTH`` of the nominal rate
+        (a bare client slowed by a busy machine must not excuse any measurement)."""
+        truth = max(min(self.nominal, self.reachable), self.nominal * LOWEST_TRUTH)
+        return truth * THROUGHPUT_BOUNDS[0]
 
     @property
     def ceiling(self) -> float:
@@ -232,7 +238,7 @@ def _ready_connection(url: str, timeout_s: float = 60.0) -> http.client.HTTPConn
             connection.request("GET", "/health")
             connection.getresponse().read()
             return connection
-        except OSError:
+        except (OSError, http.client.HTTPException):  # not listening yet, or cut off
             connection.close()
             if time.monotonic() > deadline:
                 raise

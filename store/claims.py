@@ -34,6 +34,7 @@ from sqlalchemy import (
     false,
     func,
     insert,
+    literal_column,
     or_,
     select,
     true,
@@ -51,12 +52,15 @@ FAIR_SHARE_WINDOW = timedelta(hours=1)  # how far back the jobs a submitter star
 def claim_order(now: datetime) -> tuple[FromClause, tuple[ColumnElement[Any], ...]]:
     """Jobs joined to their model and to the fair-share counts at ``now``, and the keys a
     claim sorts them by, each ascending (best first)."""
-    return _order(now - FAIR_SHARE_WINDOW)
+    return _order(now - FAIR_SHARE_WINDOW, now)
 
 
-def _order(since: Any) -> tuple[FromClause, tuple[ColumnElement[Any], ...]]:
-    """claim_order with the fair-share window starting at ``since`` (a time or a bound
-    parameter)."""
+def _order(since: Any, until: Any) -> tuple[FromClause, tuple[ColumnElement[Any], ...]]:
+    """claim_order with the fair-share window from ``since`` to ``until`` (times or bound
+    parameters). Closed at both ends and with the statuses written into the SQL, so that a
+    plan made without the parameters' values (a prepared statement's generic plan) still
+    expects few rows and reads them through the indexes: with ``since`` alone PostgreSQL
+    would guess a third of every job ever run."""
     # One pass over the recent jobs (an index on started_at finds them, however long the
     # history), grouped by submitter and task; the two counts are sums over those groups.
     owner = func.coalesce(ModelRow.owner_id, "")
@@ -64,7 +68,12 @@ def _order(since: Any) -> tuple[FromClause, tuple[ColumnElement[Any], ...]]:
         select(owner.label("owner"), JobRow.task.label("task"), func.count().label("started"))
         .select_from(JobRow)
         .outerjoin(ModelRow, ModelRow.id == JobRow.model_id)
-        .where(or_(JobRow.started_at >= since, JobRow.status == JobStatus.RUNNING))
+        .where(
+            or_(
+                and_(JobRow.started_at >= since, JobRow.started_at <= until),
+                JobRow.status == _written(JobStatus.RUNNING),
+            )
+        )
         .group_by(owner, JobRow.task)
         .cte("recent")
     )
@@ -101,6 +110,12 @@ def claimed_before(
         return false()
     first, rest = keys[0], keys[1:]
     return or_(first < values[0], and_(first == values[0], claimed_before(rest, values[1:])))
+
+
+def _written(status: JobStatus) -> ColumnElement[str]:
+    """``status`` written into the statement, not bound: the planner then knows from its
+    statistics how rare each status is, even in a plan made before any value is bound."""
+    return literal_column(f"'{status.value}'", String())
 
 
 HEAD = 32  # jobs a claim on SQLite looks through for one whose requirements it meets
@@ -214,12 +229,12 @@ def meets(needs: object, capabilities: Capabilities | None) -> bool:
 
 def _queued() -> Select[Any]:
     """Available queued jobs a worker with ``gpus`` may run, best first."""
-    joined, keys = _order(bindparam("since", type_=DateTime()))
+    joined, keys = _order(bindparam("since", type_=DateTime()), bindparam("now", type_=DateTime()))
     return (
         select(JobRow.id, ModelRow.requirements, ModelRow.runtime)
         .select_from(joined)
         .where(
-            JobRow.status == JobStatus.QUEUED,
+            JobRow.status == _written(JobStatus.QUEUED),
             JobRow.available_at <= bindparam("now", type_=DateTime()),
             func.coalesce(ModelRow.required_gpus, 0) <= bindparam("gpus", type_=Integer()),
         )
@@ -239,12 +254,12 @@ def _best_locked() -> Select[Any]:
     """The best queued job no other claim holds, locked, with what its model needs. The
     queue is sorted on its keys and ids alone, and the model's columns read for the one
     job found: sorting whole rows with their JSON cost most of a claim."""
-    joined, keys = _order(bindparam("since", type_=DateTime()))
+    joined, keys = _order(bindparam("since", type_=DateTime()), bindparam("now", type_=DateTime()))
     best = (
         select(JobRow.id, JobRow.model_id)
         .select_from(joined)
         .where(
-            JobRow.status == JobStatus.QUEUED,
+            JobRow.status == _written(JobStatus.QUEUED),
             JobRow.available_at <= bindparam("now", type_=DateTime()),
             func.coalesce(ModelRow.required_gpus, 0) <= bindparam("gpus", type_=Integer()),
         )
@@ -269,7 +284,7 @@ def _take(which: ColumnElement[bool]) -> Update:
     now = bindparam("now", type_=DateTime())
     return (
         update(JobRow)
-        .where(which, JobRow.status == JobStatus.QUEUED)
+        .where(which, JobRow.status == _written(JobStatus.QUEUED), JobRow.available_at <= now)
         .values(
             status=JobStatus.RUNNING,
             lease_owner=bindparam("worker", type_=String()),

@@ -11,7 +11,6 @@ live workers that share a worker id never both own one job."""
 
 from __future__ import annotations
 
-import functools
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -256,22 +255,24 @@ class JobStore(LeaseRecovery, LateResults):
         (worker.lock): a restart holding the same lock may settle this claim at once
         (settle_predecessor). Only jobs whose model's requirements ``capabilities`` meet
         are taken (a worker that says nothing of itself takes the jobs that need nothing)."""
-        for _ in range(5):  # another worker may win the race for a candidate; try the next
+
+        def values() -> dict[str, Any]:  # a fresh lease for every try: a retry's own
             now = self.clock.now()
-            values = {
+            return {
                 "worker": worker,
                 "token": new_token(),
                 "domain": domain,
                 "now": now,
                 **lease_columns(now, lease_s),
             }
+
+        for _ in range(5):  # another worker may win the race for a candidate; try the next
             try:
                 if self.db.statements is not self.db.engine:
-                    claim = functools.partial(
-                        self._claim_statement_by_statement, values, capabilities
+                    return retry_stale(
+                        lambda: self._claim_statement_by_statement(values(), capabilities)
                     )
-                    return retry_stale(claim)
-                return self._claim_in_one_transaction(values, capabilities)
+                return self._claim_in_one_transaction(values(), capabilities)
             except _RaceLost:
                 continue
         return None
@@ -280,10 +281,32 @@ class JobStore(LeaseRecovery, LateResults):
         self, values: dict[str, Any], capabilities: Capabilities | None
     ) -> ClaimedJob | None:
         """PostgreSQL: each statement its own transaction (store.db.make_statement_engine).
-        Usually one: find, take and open the attempt at once. The conditional update of the
-        take settles any race for a job found by an earlier statement."""
+        Usually one: find, take and open the attempt at once. When no job was free (empty,
+        or every job held by another claim), an unlocked look through the queue and a take
+        whose conditional update settles any race. When the best job's model needs
+        something of the worker, the claim is made again in one transaction, holding that
+        job's lock while its requirements are checked (claimers beside it skip it)."""
         with self.db.statements.connect() as connection:
             now = values["now"]
+            found, taken = take_at_once(connection, {**values, **looking(now, capabilities)})
+            if found is not None and taken is not None:
+                return _claimed(taken, found, values["token"])
+            if found is None:
+                behind = claimable_behind_head(connection, now, capabilities, head_seen=False)
+                return self._take_found(connection, behind, values)
+        return self._claim_in_one_transaction(values, capabilities)
+
+    def _claim_in_one_transaction(
+        self, values: dict[str, Any], capabilities: Capabilities | None
+    ) -> ClaimedJob | None:
+        """Find, take and open the attempt in one transaction (on PostgreSQL the job found
+        stays locked until the take: its requirements are checked in Python)."""
+        now = values["now"]
+        with self.db.engine.begin() as connection:
+            if connection.dialect.name != "postgresql":
+                return self._take_found(
+                    connection, claimable(connection, now, capabilities), values
+                )
             found, taken = take_at_once(connection, {**values, **looking(now, capabilities)})
             if found is not None and taken is not None:
                 return _claimed(taken, found, values["token"])
@@ -291,14 +314,6 @@ class JobStore(LeaseRecovery, LateResults):
                 found = claimable_behind_head(
                     connection, now, capabilities, head_seen=found is not None
                 )
-            return self._take_found(connection, found, values)
-
-    def _claim_in_one_transaction(
-        self, values: dict[str, Any], capabilities: Capabilities | None
-    ) -> ClaimedJob | None:
-        """SQLite: find, take and open the attempt in one transaction."""
-        with self.db.engine.begin() as connection:
-            found = claimable(connection, values["now"], capabilities)
             return self._take_found(connection, found, values)
 
     @staticmethod
