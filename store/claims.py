@@ -227,15 +227,19 @@ def meets(needs: object, capabilities: Capabilities | None) -> bool:
     )
 
 
-def _queued() -> Select[Any]:
-    """Available queued jobs a worker with ``gpus`` may run, best first."""
-    joined, keys = _order(bindparam("since", type_=DateTime()), bindparam("now", type_=DateTime()))
+def _queued(
+    columns: Sequence[Any] = (JobRow.id, ModelRow.requirements, ModelRow.runtime),
+) -> Select[Any]:
+    """``columns`` of the available queued jobs a worker with ``gpus`` may run, best first
+    (by default the job's id and what its model needs)."""
+    now = bindparam("now", type_=DateTime())
+    joined, keys = _order(bindparam("since", type_=DateTime()), now)
     return (
-        select(JobRow.id, ModelRow.requirements, ModelRow.runtime)
+        select(*columns)
         .select_from(joined)
         .where(
             JobRow.status == _written(JobStatus.QUEUED),
-            JobRow.available_at <= bindparam("now", type_=DateTime()),
+            JobRow.available_at <= now,
             func.coalesce(ModelRow.required_gpus, 0) <= bindparam("gpus", type_=Integer()),
         )
         .order_by(*keys)
@@ -254,16 +258,8 @@ def _best_locked() -> Select[Any]:
     """The best queued job no other claim holds, locked, with what its model needs. The
     queue is sorted on its keys and ids alone, and the model's columns read for the one
     job found: sorting whole rows with their JSON cost most of a claim."""
-    joined, keys = _order(bindparam("since", type_=DateTime()), bindparam("now", type_=DateTime()))
     best = (
-        select(JobRow.id, JobRow.model_id)
-        .select_from(joined)
-        .where(
-            JobRow.status == _written(JobStatus.QUEUED),
-            JobRow.available_at <= bindparam("now", type_=DateTime()),
-            func.coalesce(ModelRow.required_gpus, 0) <= bindparam("gpus", type_=Integer()),
-        )
-        .order_by(*keys)
+        _queued((JobRow.id, JobRow.model_id))
         .limit(1)
         .with_for_update(skip_locked=True, of=JobRow)
         .subquery("best")
