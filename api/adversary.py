@@ -17,9 +17,9 @@ from api.bodies import Blueprint
 from api.context import owned_task, service, task_or_404
 from api.docs import error_docs
 from api.schemas import OpenSchema
-from evaluator.adversary import OPERATORS, AttackSpec
-from store.adversary import AttackRun, AttackRuns
-from usecases.adversary import AttackRequest, start_run
+from evaluator.adversary import OPERATORS, AdversarySettings
+from store.adversary import AdversaryRuns, AdversaryRunState
+from usecases.adversary import AdversaryRequest, start_run
 
 blp = Blueprint("adversary", __name__, url_prefix="/api/v1", description="The automated adversary")
 errors = error_docs(
@@ -35,7 +35,7 @@ errors = error_docs(
 )
 _PATH = "/tasks/<task_name>/rounds/<round_name>/adversary"
 MAX_SEEDS = 1000
-DEFAULTS = AttackSpec()
+DEFAULTS = AdversarySettings()
 
 
 class AttackRequestSchema(Schema):
@@ -98,12 +98,17 @@ class AttackRunListSchema(OpenSchema):
     runs = fields.List(fields.Nested(AttackRunSchema))
 
 
-def runs() -> AttackRuns:
-    return AttackRuns(service().db, service().clock)
+def runs() -> AdversaryRuns:
+    return AdversaryRuns(service().db, service().clock)
 
 
-def shown(run: AttackRun) -> dict[str, Any]:
-    return {**run.__dict__, "created_at": run.created_at.isoformat() + "Z"}
+def shown(run: AdversaryRunState) -> dict[str, Any]:
+    checkpoint = run.checkpoint.to_dict() if run.checkpoint else {}
+    return {
+        **run.__dict__,
+        "checkpoint": checkpoint,
+        "created_at": run.created_at.isoformat() + "Z",
+    }
 
 
 @blp.route(_PATH, methods=["POST"])
@@ -115,7 +120,7 @@ def post_attack(body: dict[str, Any], task_name: str, round_name: str) -> dict[s
     on a worker, below new submissions; its proposals join the round's validation queue."""
     task = owned_task(task_name)
     options = dict(body)
-    request = AttackRequest(options, tuple(options.pop("seeds")), options.pop("top_models"))
+    request = AdversaryRequest(options, tuple(options.pop("seeds")), options.pop("top_models"))
     return shown(start_run(service(), task, round_name, request))
 
 

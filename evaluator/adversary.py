@@ -13,7 +13,7 @@ Deterministic for a seed: the source order, the candidates and their order depen
 seed, the uids and the texts only (stable hashes, never Python's salted ``hash``). Bounded:
 no query is issued past ``max_queries``; a source whose original queries no longer fit is
 not started. Resumable: ``on_source_done`` receives the checkpoint after every source, and
-``attack(..., start=checkpoint)`` continues exactly where it left off.
+``adversary_search(..., start=checkpoint)`` continues exactly where it left off.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from configs.schema import TaskSpec
 from configs.vocabulary.examples import Example, Prediction
+from configs.vocabulary.jobs import AdversaryCheckpoint
 from metrics.collection import DEFAULT_QA_F1_THRESHOLD, is_fooled
 from metrics.outputs import get_output_type
 from perturbations.perturbation import example_seed, get_perturbation, perturb_example
@@ -33,6 +34,7 @@ from perturbations.perturbation import example_seed, get_perturbation, perturb_e
 Query = Callable[[str, Mapping[str, str]], Prediction]
 STOPPED = ("budget", "proposals", "sources", "models")
 _TOKENS = re.compile(r"\S+|\s+")
+FIRST_SOURCE = AdversaryCheckpoint()  # where a run without a checkpoint starts
 
 
 # The word substitutions an owner may pick (name swaps come from the task's fairness
@@ -41,7 +43,7 @@ OPERATORS = ("typo", "paraphrase")
 
 
 @dataclass(frozen=True)
-class AttackSpec:
+class AdversarySettings:
     """An attack's settings (all bounded; ValueError on a value out of range)."""
 
     seed: int = 0
@@ -73,7 +75,7 @@ class AttackSpec:
         return {**asdict(self), "operators": list(self.operators)}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> AttackSpec:
+    def from_dict(cls, data: Mapping[str, Any]) -> AdversarySettings:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -82,29 +84,6 @@ class AttackSpec:
         if "operators" in values:
             values["operators"] = tuple(values["operators"])
         return cls(**values)
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """Where an attack stands after a source: the next source's index in the seeded order,
-    the queries used, the proposals made, and the models dropped (id -> why)."""
-
-    next_source: int = 0
-    queries_used: int = 0
-    proposals: int = 0
-    failed_models: Mapping[str, str] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "failed_models": dict(self.failed_models)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Checkpoint:
-        return cls(
-            int(data.get("next_source", 0)),
-            int(data.get("queries_used", 0)),
-            int(data.get("proposals", 0)),
-            dict(data.get("failed_models") or {}),
-        )
 
 
 @dataclass(frozen=True)
@@ -121,9 +100,9 @@ class Proposal:
 
 
 @dataclass(frozen=True)
-class AttackReport:
+class AdversaryReport:
     proposals: tuple[Proposal, ...]
-    checkpoint: Checkpoint
+    checkpoint: AdversaryCheckpoint
     stopped_because: str  # one of STOPPED
 
     @property
@@ -147,7 +126,7 @@ def source_order(sources: Sequence[Example], seed: int) -> list[Example]:
     return sorted(sources, key=lambda e: (example_seed(e.uid, seed), e.uid))
 
 
-def candidates(task: TaskSpec, example: Example, spec: AttackSpec) -> list[Candidate]:
+def candidates(task: TaskSpec, example: Example, spec: AdversarySettings) -> list[Candidate]:
     """Up to ``candidates_per_source`` distinct candidates within the edit budget, closest
     first (ties: operator order, then candidate seed)."""
     operators = list(spec.operators)
@@ -197,16 +176,16 @@ def within_budget(original: Example, perturbed: Example, budget: int) -> tuple[E
     return replace(original, inputs=inputs, answer_start=answer_start), total
 
 
-def attack(
+def adversary_search(
     task: TaskSpec,
     sources: Sequence[Example],
     model_ids: Sequence[str],
     query: Query,
-    spec: AttackSpec,
+    spec: AdversarySettings,
     *,
-    start: Checkpoint = Checkpoint(),
-    on_source_done: Callable[[Checkpoint, list[Proposal]], None] | None = None,
-) -> AttackReport:
+    start: AdversaryCheckpoint = FIRST_SOURCE,
+    on_source_done: Callable[[AdversaryCheckpoint, list[Proposal]], None] | None = None,
+) -> AdversaryReport:
     """Search ``sources`` for proposals against ``model_ids`` (see the module docstring)."""
     search = _Search(task, list(model_ids), query, spec, start)
     order = source_order(sources, spec.seed)
@@ -231,22 +210,27 @@ def attack(
         if search.out_of_budget:
             stopped = "budget"
             break
-    return AttackReport(tuple(proposals), search.checkpoint(), stopped)
+    return AdversaryReport(tuple(proposals), search.checkpoint(), stopped)
 
 
 class _Search:
     """The attack's running state: queries used, models dropped, where it stands."""
 
     def __init__(
-        self, task: TaskSpec, models: list[str], query: Query, spec: AttackSpec, at: Checkpoint
+        self,
+        task: TaskSpec,
+        models: list[str],
+        query: Query,
+        spec: AdversarySettings,
+        at: AdversaryCheckpoint,
     ) -> None:
         self.task, self.models, self.query, self.spec = task, models, query, spec
         self.next_source, self.used, self.proposals = at.next_source, at.queries_used, at.proposals
         self.failed = dict(at.failed_models)
         self.out_of_budget = False
 
-    def checkpoint(self) -> Checkpoint:
-        return Checkpoint(self.next_source, self.used, self.proposals, dict(self.failed))
+    def checkpoint(self) -> AdversaryCheckpoint:
+        return AdversaryCheckpoint(self.next_source, self.used, self.proposals, dict(self.failed))
 
     def targets(self) -> list[str]:
         return [m for m in self.models if m not in self.failed]

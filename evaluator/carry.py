@@ -13,7 +13,7 @@ import numpy as np
 
 from configs.schema import TaskSpec
 from configs.vocabulary.examples import Example, Prediction
-from configs.vocabulary.results import Score, ScoreKey
+from configs.vocabulary.results import Score, ScoreKey, SliceRow
 from evaluator.scoring import variants
 from store.backfill import CarriedResult
 
@@ -25,7 +25,7 @@ class KeptSet:
     scores: list[Score]
     replicates: np.ndarray
     predictions: list[Prediction]
-    slices: list[dict[str, Any]]
+    slices: list[SliceRow]
     variant_counts: list[dict[str, Any]]
 
 

@@ -28,6 +28,7 @@ from configs.vocabulary.results import (
     Failure,
     Score,
     ScoreKey,
+    SliceRow,
     pooled_variant,
 )
 from evaluator.carry import backfill_provenance, keep_set
@@ -65,7 +66,7 @@ class RunState:
 
     scores: list[Score] = field(default_factory=list)
     rounds: list[dict] = field(default_factory=list)
-    slices: list[dict] = field(default_factory=list)
+    slices: list[SliceRow] = field(default_factory=list)
     dataset_hashes: dict[str, str] = field(default_factory=dict)
     variant_counts: list[dict] = field(default_factory=list)
     replicates: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import select
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
-from configs.vocabulary.jobs import AdversaryRun, JobKind, JobStatus
+from configs.vocabulary.jobs import AdversaryCheckpoint, AdversaryRun, JobKind, JobStatus
 from configs.vocabulary.refusals import Refused
 from store.backfill import BACKFILL_PRIORITY
 from store.db import Database
@@ -30,7 +30,7 @@ MACHINE = "machine"
 _PROPOSALS = uuid.UUID("6f1c2d0e-4b0a-4f57-9a53-1d2c8e7b9a10")  # namespace of proposal ids
 
 
-class AttackRefused(Refused):
+class AdversaryRefused(Refused):
     """An adversary run refused (see configs.vocabulary.refusals)."""
 
 
@@ -46,7 +46,7 @@ class MachineProposal:
 
 
 @dataclass(frozen=True)
-class AttackRun:
+class AdversaryRunState:
     """A run as the API shows it."""
 
     job_id: str
@@ -55,7 +55,7 @@ class AttackRun:
     status: str
     stage: str
     spec: Mapping[str, Any]
-    checkpoint: Mapping[str, Any]
+    checkpoint: AdversaryCheckpoint | None  # None until its first source is done
     created_at: datetime
     failure: str | None
 
@@ -65,7 +65,7 @@ def proposal_id(task: str, round_name: str, source_uid: str) -> str:
     return str(uuid.uuid5(_PROPOSALS, f"{task}\x1f{round_name}\x1f{source_uid}"))
 
 
-class AttackRuns:
+class AdversaryRuns:
     """Adversary runs on one database and clock."""
 
     def __init__(self, db: Database, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -73,12 +73,12 @@ class AttackRuns:
 
     def start(self, task: str, run: AdversaryRun) -> str:
         """Queue ``run`` (its round, the attack's settings, its models and seeds);
-        AttackRefused (409) while another run of the round waits or runs."""
+        AdversaryRefused (409) while another run of the round waits or runs."""
         round_name = run.round
         now = self.clock.now()
         with self.db.session() as session, session.begin():
             if self._active(session, task, round_name):
-                raise AttackRefused(
+                raise AdversaryRefused(
                     "conflict", "attack_running", f"an adversary run of round {round_name!r} is queued "
                     "or running: wait for it to end",
                 )  # fmt: skip
@@ -91,7 +91,7 @@ class AttackRuns:
             session.add(job)
         return job.id
 
-    def runs(self, task: str, round_name: str) -> list[AttackRun]:
+    def runs(self, task: str, round_name: str) -> list[AdversaryRunState]:
         """The round's runs, newest first."""
         with self.db.session() as session:
             rows = session.scalars(
@@ -106,7 +106,7 @@ class AttackRuns:
         job_id: str,
         worker: str,
         lease: str,
-        checkpoint: Mapping[str, Any],
+        checkpoint: AdversaryCheckpoint,
         proposals: Sequence[MachineProposal],
     ) -> bool:
         """Store ``proposals`` and the ``checkpoint`` they lead to, in one transaction, if
@@ -121,7 +121,7 @@ class AttackRuns:
                 example_id = proposal_id(job.task, round_name, proposal.source_uid)
                 if session.get(CollectedExampleRow, example_id) is None:
                     session.add(_example_row(example_id, job.task, round_name, proposal, now))
-            job.checkpoint = dict(checkpoint)
+            job.checkpoint = checkpoint.to_dict()
         return True
 
     @staticmethod
@@ -149,15 +149,15 @@ def _example_row(
     )  # fmt: skip
 
 
-def _run(row: JobRow) -> AttackRun:
-    return AttackRun(
+def _run(row: JobRow) -> AdversaryRunState:
+    return AdversaryRunState(
         job_id=row.id,
         task=row.task,
         round=str((row.spec or {}).get("round")),
         status=JobStatus(row.status).value,
         stage=row.stage,
         spec=dict(row.spec or {}),
-        checkpoint=dict(row.checkpoint or {}),
+        checkpoint=AdversaryCheckpoint.of(row.checkpoint),
         created_at=row.created_at,
         failure=row.failure_message,
     )

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import select
 
 from configs.vocabulary.jobs import JobStatus
-from configs.vocabulary.results import SCORE_NUMBERS, Score, ScoreKey
+from configs.vocabulary.results import SCORE_NUMBERS, Score, ScoreKey, SliceRow
 from store.db import Database
 from store.jobs import JobStore
 from store.models import SCORE_KEY_COLUMNS, JobRow, ModelRow, ResultRow, ScoreRow
@@ -45,7 +45,7 @@ class CarriedResult:
 
     job_id: str
     scores: tuple[Score, ...]
-    slices: tuple[dict[str, Any], ...]
+    slices: tuple[SliceRow, ...]
     profile: dict[str, Any]
     provenance: dict[str, Any]
     predictions: Mapping[tuple[str, str], SetPredictions] = field(default_factory=dict)

@@ -24,12 +24,14 @@ from configs.vocabulary.capabilities import Capabilities, Requirements
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.jobs import (
+    AdversaryCheckpoint,
     AttemptOutcome,
     JobKind,
     JobSpec,
     JobStatus,
     Settlement,
     check_transition,
+    job_checkpoint,
     job_spec,
 )
 from configs.vocabulary.results import EvaluationResult, Failure
@@ -85,7 +87,7 @@ class ClaimedJob:
     lease: str  # this claim's token: heartbeats and outcomes present it
     kind: JobKind = JobKind.EVALUATE
     spec: JobSpec = None  # the kind's settings (a backfill's scope, an adversary run's)
-    checkpoint: dict[str, Any] | None = None  # where an earlier attempt got to
+    checkpoint: AdversaryCheckpoint | None = None  # where an earlier attempt got to
     platform_faults: int = 0  # the platform faults its earlier attempts suffered
     requirements: Requirements = Requirements()  # what its model needs of the worker
 
@@ -434,7 +436,7 @@ def _claimed(claimed: Claimed, found: Claimable, token: str) -> ClaimedJob:
         token,
         kind,
         job_spec(kind, claimed.spec),
-        dict(claimed.checkpoint) if claimed.checkpoint else None,
+        job_checkpoint(kind, claimed.checkpoint),
         claimed.platform_faults,
         Requirements.parse(found.requirements) if found.requirements else Requirements(),
     )

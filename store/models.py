@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from configs.vocabulary.results import ScoreKey
+from configs.vocabulary.results import RoundRow, ScoreKey, SliceRow
 
 SCORE_KEY_COLUMNS = tuple(field.name for field in dataclasses.fields(ScoreKey))
 
@@ -150,8 +150,8 @@ class ResultRow(Base):
     model_id: Mapped[str] = mapped_column(ForeignKey("models.id"), index=True)
     task: Mapped[str] = mapped_column(String(64))  # indexed first in (task, created_at)
     summary: Mapped[dict[str, Any]] = mapped_column(JSON)
-    rounds: Mapped[list[Any]] = mapped_column(JSON)
-    slices: Mapped[list[Any]] = mapped_column(JSON)
+    rounds: Mapped[list[RoundRow]] = mapped_column(JSON)
+    slices: Mapped[list[SliceRow]] = mapped_column(JSON)
     profile: Mapped[dict[str, Any]] = mapped_column(JSON)
     provenance: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime]

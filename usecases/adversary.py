@@ -10,8 +10,8 @@ from typing import Any
 from configs.schema import TaskSpec
 from configs.vocabulary.jobs import AdversaryRun, Seed
 from configs.vocabulary.refusals import Refused
-from evaluator.adversary import AttackSpec
-from store.adversary import AttackRefused, AttackRun, AttackRuns
+from evaluator.adversary import AdversarySettings
+from store.adversary import AdversaryRefused, AdversaryRuns, AdversaryRunState
 from store.collection import Collection
 from store.rules.loop_models import LoopModel
 from usecases.collection.examples import check_example
@@ -19,8 +19,8 @@ from usecases.service import Service
 
 
 @dataclass(frozen=True)
-class AttackRequest:
-    """What the owner asked for: the search's options (``AttackSpec``'s fields), their own
+class AdversaryRequest:
+    """What the owner asked for: the search's options (``AdversarySettings``'s fields), their own
     seed examples and how many of the round's best models to attack."""
 
     options: Mapping[str, Any]
@@ -39,35 +39,39 @@ def targets(svc: Service, task: TaskSpec, models: Sequence[LoopModel], count: in
     return [m.id for m in sorted(models, key=rank)[:count]]
 
 
-def start_run(svc: Service, task: TaskSpec, round_name: str, request: AttackRequest) -> AttackRun:
+def start_run(
+    svc: Service, task: TaskSpec, round_name: str, request: AdversaryRequest
+) -> AdversaryRunState:
     """Queue an adversary run on a round open for collection, against its best healthy
     models, from the owner's seeds and the round's written examples (never held-out data)."""
     collection = Collection(svc.db, svc.clock)
     state = collection.state(task.name, round_name)
     if state is None:
-        raise AttackRefused(
+        raise AdversaryRefused(
             "not_found", "unknown_round", f"round {round_name!r} was never opened for collection"
         )
     if state.status != "open":
-        raise AttackRefused("conflict", "round_not_open", f"round {round_name!r} is {state.status}")
+        raise AdversaryRefused(
+            "conflict", "round_not_open", f"round {round_name!r} is {state.status}"
+        )
     healthy = state.healthy()
     if not healthy:
-        raise AttackRefused(
+        raise AdversaryRefused(
             "conflict", "no_healthy_model", "no in-the-loop model of this round is healthy"
         )
     seeds = tuple(_seed(task, seed, state.settings.max_field_chars) for seed in request.seeds)
     if not seeds and not collection.written_examples(task.name, round_name):
-        raise AttackRefused(
+        raise AdversaryRefused(
             "conflict", "no_sources", "the adversary starts from the round's written examples or the "
             "seeds you send, never from held-out data: write examples or send seeds first",
         )  # fmt: skip
     try:
         options = {**request.options, "operators": tuple(request.options["operators"])}
-        spec = AttackSpec(**options, name_swaps=bool(task.fairness))
+        spec = AdversarySettings(**options, name_swaps=bool(task.fairness))
     except (TypeError, ValueError, KeyError) as exc:
-        raise AttackRefused("invalid", "invalid_attack", str(exc)) from None
+        raise AdversaryRefused("invalid", "invalid_attack", str(exc)) from None
     models = targets(svc, task, healthy, request.top_models)
-    runs = AttackRuns(svc.db, svc.clock)
+    runs = AdversaryRuns(svc.db, svc.clock)
     job_id = runs.start(task.name, AdversaryRun(round_name, spec.to_dict(), tuple(models), seeds))
     return next(run for run in runs.runs(task.name, round_name) if run.job_id == job_id)
 
@@ -75,7 +79,7 @@ def start_run(svc: Service, task: TaskSpec, round_name: str, request: AttackRequ
 def _seed(task: TaskSpec, body: Any, max_chars: int) -> Seed:
     """One seed checked as a written example is (fields, label or span): 422 otherwise."""
     if not isinstance(body, dict):
-        raise AttackRefused("invalid", "invalid_example", "seeds: each seed is an object")
+        raise AdversaryRefused("invalid", "invalid_example", "seeds: each seed is an object")
     try:
         checked = check_example(task, body, max_chars)
     except Refused as exc:

@@ -9,19 +9,20 @@ stored checkpoint; what the search finds joins the round's validation queue at o
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from configs.schema import TaskSpec
 from configs.vocabulary.examples import Example, Prediction
-from configs.vocabulary.jobs import AdversaryRun, Seed, UnreadableSpec
+from configs.vocabulary.jobs import AdversaryCheckpoint, AdversaryRun, Seed, UnreadableSpec
 from configs.vocabulary.results import EvaluationResult
-from evaluator.adversary import AttackSpec, Checkpoint, Proposal, attack
+from evaluator.adversary import FIRST_SOURCE, AdversarySettings, Proposal, adversary_search
 from evaluator.collection import LiveModel, LivePool, pinned_spec, start_ready
 from evaluator.runtimes.runtime import Runtime
 from evaluator.runtimes.specs import parse_runtime_spec
 from evaluator.transport.client import ModelClient
 from metrics.outputs import get_output_type
-from store.adversary import AttackRuns, MachineProposal
+from store.adversary import AdversaryRuns, MachineProposal
 from store.collection import Collection
 from store.jobs import ClaimedJob
 from store.models import ModelRow
@@ -30,7 +31,7 @@ from worker.outcomes import platform_failure
 from worker.progress import LeaseLost, Progress
 
 
-def run_attack(context: JobContext, job: ClaimedJob, progress: Progress) -> EvaluationResult:
+def run_adversary(context: JobContext, job: ClaimedJob, progress: Progress) -> EvaluationResult:
     """Run (or resume) the adversary job ``job``; its outcome is in its checkpoint."""
     task = context.tasks.get(job.task)
     run = job.spec
@@ -39,12 +40,12 @@ def run_attack(context: JobContext, job: ClaimedJob, progress: Progress) -> Eval
     if not isinstance(run, AdversaryRun):
         reason = run.reason if isinstance(run, UnreadableSpec) else "its spec names no attack"
         return platform_failure(job.task, f"the adversary run cannot start: {reason}")
-    settings = AttackSpec.from_dict(run.attack)
+    settings = AdversarySettings.from_dict(run.attack)
     round_name = run.round
     models = _live_models(context, run.models)
     sources = _sources(context, task, round_name, run.seeds)
-    runs = AttackRuns(context.store.db, context.store.clock)
-    start = Checkpoint.from_dict(job.checkpoint) if job.checkpoint else Checkpoint()
+    runs = AdversaryRuns(context.store.db, context.store.clock)
+    start = job.checkpoint or FIRST_SOURCE
     pool = LivePool(
         context.blobs,
         budget=max(1, len(models)),
@@ -59,28 +60,22 @@ def run_attack(context: JobContext, job: ClaimedJob, progress: Progress) -> Eval
             raise LeaseLost("the job's lease was lost or handed back; this run must stop")
         return pool.answer(models[model_id], task, inputs)
 
-    def saved(checkpoint: Checkpoint, found: list[Proposal]) -> None:
+    def saved(checkpoint: AdversaryCheckpoint, found: list[Proposal]) -> None:
         shown = [_machine(task, p) for p in found]
-        if not runs.save_progress(
-            job.id, context.worker_id, job.lease, checkpoint.to_dict(), shown
-        ):
+        if not runs.save_progress(job.id, context.worker_id, job.lease, checkpoint, shown):
             raise LeaseLost("the job's lease was lost; its progress is kept up to the last source")
         fraction = checkpoint.queries_used / max(1, settings.max_queries)
         progress.update(min(0.99, fraction), f"{checkpoint.proposals} proposals so far")
 
     try:
-        report = attack(task, sources, list(models), query, settings, start=start,
+        report = adversary_search(task, sources, list(models), query, settings, start=start,
                         on_source_done=saved)  # fmt: skip
     finally:
         pool.close()
-    final = {
-        **report.checkpoint.to_dict(),
-        "stopped_because": report.stopped_because,
-        "failed_models": dict(report.failed_models),
-    }
+    final = replace(report.checkpoint, stopped_because=report.stopped_because)
     if not runs.save_progress(job.id, context.worker_id, job.lease, final, []):
         raise LeaseLost("the job's lease was lost before its end was recorded")
-    return EvaluationResult(task.name, "done", summary={"adversary": final})
+    return EvaluationResult(task.name, "done", summary={"adversary": final.to_dict()})
 
 
 def _live_models(context: JobContext, model_ids: Sequence[str]) -> dict[str, LiveModel]:

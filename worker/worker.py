@@ -35,7 +35,7 @@ from store.presence import PRESENCE_EVERY_S, WorkerPresence
 from store.retention import mark_image_gone
 from store.sealing import Sealer
 from store.webhooks import WebhookStore
-from worker.adversary import run_attack
+from worker.adversary import run_adversary
 from worker.capabilities import nvml_sampler
 from worker.evaluation import JobContext, evaluate_model
 from worker.lifecycle import settle_failure
@@ -309,7 +309,7 @@ class Worker:
             self.capabilities.gpu_devices if self.capabilities is not None else (),
         )  # fmt: skip
         if job.kind is JobKind.ADVERSARY:
-            return run_attack(context, job, progress)
+            return run_adversary(context, job, progress)
         return evaluate_model(context, job, progress)
 
     # -- recording -------------------------------------------------------------------------

@@ -4,7 +4,7 @@ function of the failure, the attempt and the time, so every caller decides alike
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -69,7 +69,7 @@ class Seed:
 @dataclass(frozen=True)
 class AdversaryRun:
     """An adversary job's spec: the round its proposals join, the attack's settings (as
-    evaluator.adversary's AttackSpec reads them), the target models and the seeds."""
+    evaluator.adversary's AdversarySettings reads them), the target models and the seeds."""
 
     round: str
     attack: Mapping[str, Any]
@@ -99,6 +99,47 @@ class AdversaryRun:
 
 
 @dataclass(frozen=True)
+class AdversaryCheckpoint:
+    """Where an adversary run stands after a source, as its job stores it: the next source's
+    index in the seeded order, the queries used, the proposals made, the models dropped
+    (id -> why) and, once the run has ended, why it stopped (``evaluator.adversary.STOPPED``)."""
+
+    next_source: int = 0
+    queries_used: int = 0
+    proposals: int = 0
+    failed_models: Mapping[str, str] = field(default_factory=dict)
+    stopped_because: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "next_source": self.next_source,
+            "queries_used": self.queries_used,
+            "proposals": self.proposals,
+            "failed_models": dict(self.failed_models),
+        }
+        if self.stopped_because is not None:
+            data["stopped_because"] = self.stopped_because
+        return data
+
+    @classmethod
+    def of(cls, stored: Mapping[str, Any] | None) -> AdversaryCheckpoint | None:
+        """The checkpoint a job stored, None if it stored none; ValueError or TypeError
+        when what it stored is not one."""
+        if not stored:
+            return None
+        stopped, failed = stored.get("stopped_because"), stored.get("failed_models") or {}
+        if not isinstance(failed, Mapping):
+            raise TypeError(f"failed_models is a {type(failed).__name__}, not an object")
+        return cls(
+            int(stored.get("next_source", 0)),
+            int(stored.get("queries_used", 0)),
+            int(stored.get("proposals", 0)),
+            {str(k): str(v) for k, v in failed.items()},
+            None if stopped is None else str(stopped),
+        )
+
+
+@dataclass(frozen=True)
 class UnreadableSpec:
     """A stored spec its kind cannot read (no release of ours wrote it): the worker fails
     the job with ``reason``; the claim itself must not fail, or the job would stay at the
@@ -118,6 +159,19 @@ def job_spec(kind: JobKind, stored: Mapping[str, Any] | None) -> JobSpec:
         return BackfillScope.of(stored)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return UnreadableSpec(f"the job's stored spec cannot be read ({exc!r:.200})")
+
+
+def job_checkpoint(kind: JobKind, stored: Mapping[str, Any] | None) -> AdversaryCheckpoint | None:
+    """Where a job's earlier attempts got to, typed by its kind: only an adversary run keeps
+    a checkpoint. One that cannot be read is as none: the run starts again from its first
+    source, which proposes nothing twice (a proposal's id is its source's), where failing
+    the claim would stop every worker at the head of the queue."""
+    if kind is not JobKind.ADVERSARY:
+        return None
+    try:
+        return AdversaryCheckpoint.of(stored)
+    except (TypeError, ValueError, AttributeError):
+        return None
 
 
 class AttemptOutcome(StrEnum):

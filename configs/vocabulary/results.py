@@ -99,6 +99,22 @@ class RoundRow(TypedDict, total=False):
     secondary_ci: dict[str, Sequence[float | None] | None]
 
 
+class SliceRow(TypedDict):
+    """One slice column's report on one set, as stored and shown: the set, then fairlearn's
+    per-group scores, group sizes and disparity (``metrics.slices.SliceReport``)."""
+
+    round: str
+    dataset: str
+    column: str
+    by_group: dict[str, float]
+    sizes: dict[str, int]
+    small_groups: list[str]
+    difference: float
+    ratio: float
+    worst_group: str
+    overall: float
+
+
 class BoardRow(TypedDict, total=False):
     """One model's newest result as a board reads it: who, the summary's axes (and what
     else the summary holds: the metric, intervals, measurement conditions), its rounds,
@@ -134,7 +150,7 @@ class EvaluationResult:
     summary: dict[str, Any] = field(default_factory=dict)
     rounds: list[RoundRow] = field(default_factory=list)
     scores: list[Score] = field(default_factory=list)
-    slices: list[dict[str, Any]] = field(default_factory=list)
+    slices: list[SliceRow] = field(default_factory=list)
     profile: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     failure: Failure | None = None

@@ -13,11 +13,11 @@ import numpy as np
 
 from configs.schema import TaskSpec
 from configs.vocabulary.examples import Example, Prediction
-from configs.vocabulary.results import Score, ScoreKey
+from configs.vocabulary.results import Score, ScoreKey, SliceRow
 from metrics.bootstrap import interval_of
 from metrics.metric import get_metric
 from metrics.outputs import Gold, agreement, get_output_type
-from metrics.slices import slice_report
+from metrics.slices import SliceReport, slice_report
 
 AGREEMENT = "agreement"
 
@@ -147,10 +147,10 @@ def pooled_agreement(
 
 def slice_scores(
     task: TaskSpec, base: ScoreKey, examples: Sequence[Example], predictions: Sequence[Prediction]
-) -> tuple[list[Score], list[dict]]:
+) -> tuple[list[Score], list[SliceRow]]:
     """Per-group performance for every slice column, plus fairlearn's gap summaries."""
     scores: list[Score] = []
-    reports: list[dict] = []
+    reports: list[SliceRow] = []
     gold = gold_of(task, examples)
     pred = outputs(predictions)
     for column in task.slices:
@@ -158,8 +158,24 @@ def slice_scores(
         report = slice_report(
             column, groups, gold, pred, task.metric, task.labels, task.min_slice_size
         )
-        reports.append({"round": base.round, "dataset": base.dataset, **report.to_dict()})
+        reports.append(_slice_row(base, report))
         for group, value in report.by_group.items():
             key = replace(base, slice=f"{column}={group}", metric=task.metric)
             scores.append(Score(key, value, report.sizes[group]))
     return scores, reports
+
+
+def _slice_row(base: ScoreKey, report: SliceReport) -> SliceRow:
+    """A slice report as a result stores it, under the set it was computed on."""
+    return SliceRow(
+        round=base.round,
+        dataset=base.dataset,
+        column=report.column,
+        by_group=dict(report.by_group),
+        sizes=dict(report.sizes),
+        small_groups=list(report.small_groups),
+        difference=report.difference,
+        ratio=report.ratio,
+        worst_group=report.worst_group,
+        overall=report.overall,
+    )

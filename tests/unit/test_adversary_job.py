@@ -23,7 +23,7 @@ from api.app import create_app
 from configs.vocabulary.clock import ManualClock
 from configs.vocabulary.results import EvaluationResult, Score, ScoreKey
 from store.accounts import Accounts
-from store.adversary import AttackRuns
+from store.adversary import AdversaryRuns
 from store.models import CollectedExampleRow, JobRow
 from tests.unit.auth_helpers import issue_token, signed_in
 from tests.unit.test_api import AXES_A, AXES_B
@@ -224,16 +224,16 @@ def test_a_crash_half_way_resumes_from_the_checkpoint_and_loses_nothing(
 ) -> None:
     budget = {**ATTACK, "max_proposals": 6, "max_queries": 60}
     job_id = loop.client("owner").post(f"{LOOP}/adversary", json=budget).get_json()["job_id"]
-    original = AttackRuns.save_progress
+    original = AdversaryRuns.save_progress
     calls = {"n": 0}
 
-    def crash_once(self: AttackRuns, *args: Any, **kwargs: Any) -> bool:
+    def crash_once(self: AdversaryRuns, *args: Any, **kwargs: Any) -> bool:
         calls["n"] += 1
         if calls["n"] == 3:  # two sources stored; the worker dies before the third
             raise RuntimeError("the worker process was killed")
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(AttackRuns, "save_progress", crash_once)
+    monkeypatch.setattr(AdversaryRuns, "save_progress", crash_once)
     stats = loop.worker().work(burst=True)
     assert stats.requeued == 1  # a platform fault: retried, not charged
     with loop.service.db.session() as session:

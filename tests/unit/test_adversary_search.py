@@ -12,11 +12,12 @@ import pytest
 from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
 from configs.vocabulary.examples import Example, Prediction
+from configs.vocabulary.jobs import AdversaryCheckpoint
 from evaluator.adversary import (
-    AttackSpec,
-    Checkpoint,
+    FIRST_SOURCE,
+    AdversarySettings,
     Proposal,
-    attack,
+    adversary_search,
     candidates,
     within_budget,
 )
@@ -49,30 +50,36 @@ class Lookup:
         return Prediction("x", gold if gold is not None else wrong)
 
 
-def run(task: TaskSpec, sources: list[Example], spec: AttackSpec, **kw: Any) -> tuple[Any, Lookup]:
+def run(
+    task: TaskSpec, sources: list[Example], spec: AdversarySettings, **kw: Any
+) -> tuple[Any, Lookup]:
     model = Lookup(task, sources)
-    return attack(task, sources, ["a", "b"], model, spec, **kw), model
+    return adversary_search(task, sources, ["a", "b"], model, spec, **kw), model
 
 
 def test_the_budget_is_never_exceeded_and_counted_by_the_models(tasks: dict) -> None:
     task = tasks["sentiment"]
     sources = examples(task, 30)
     for budget in (1, 2, 5, 13, 40):
-        report, model = run(task, sources, AttackSpec(seed=1, max_queries=budget, max_proposals=99))
+        report, model = run(
+            task, sources, AdversarySettings(seed=1, max_queries=budget, max_proposals=99)
+        )
         assert model.queries == report.queries_used <= budget
         assert report.stopped_because == "budget"
-    report, model = run(task, sources, AttackSpec(seed=1, max_queries=10_000, max_proposals=3))
+    report, model = run(
+        task, sources, AdversarySettings(seed=1, max_queries=10_000, max_proposals=3)
+    )
     assert report.stopped_because == "proposals" and len(report.proposals) == 3
 
 
 def test_the_same_seed_gives_the_same_proposals(tasks: dict) -> None:
     task = tasks["sentiment"]
     sources = examples(task, 20)
-    spec = AttackSpec(seed=5, max_queries=120, max_proposals=8)
+    spec = AdversarySettings(seed=5, max_queries=120, max_proposals=8)
     first, _ = run(task, sources, spec)
     again, _ = run(task, list(reversed(sources)), spec)  # the input order does not matter
     assert first.proposals and first.proposals == again.proposals
-    other, _ = run(task, sources, AttackSpec(seed=6, max_queries=120, max_proposals=8))
+    other, _ = run(task, sources, AdversarySettings(seed=6, max_queries=120, max_proposals=8))
     assert [p.source_uid for p in other.proposals] != [p.source_uid for p in first.proposals]
 
 
@@ -81,7 +88,9 @@ def test_proposals_stay_within_the_edit_budget_and_fool_only_right_models(tasks:
     sources = examples(task, 20)
     by_uid = {e.uid: e for e in sources}
     for budget in (1, 2):
-        report, _ = run(task, sources, AttackSpec(seed=2, edit_budget=budget, max_queries=200))
+        report, _ = run(
+            task, sources, AdversarySettings(seed=2, edit_budget=budget, max_queries=200)
+        )
         assert report.proposals
         for proposal in report.proposals:
             source = by_uid[proposal.source_uid]
@@ -95,13 +104,13 @@ def test_proposals_stay_within_the_edit_budget_and_fool_only_right_models(tasks:
 def test_a_qa_answer_span_survives(tasks: dict) -> None:
     task = tasks["qa"]
     sources = examples(task, 10)
-    report, _ = run(task, sources, AttackSpec(seed=0, max_queries=200, max_proposals=5))
+    report, _ = run(task, sources, AdversarySettings(seed=0, max_queries=200, max_proposals=5))
     assert report.proposals
     for proposal in report.proposals:
         start, answer = proposal.intended["answer_start"], proposal.intended["answer"]
         assert proposal.inputs["context"][start : start + len(answer)] == answer
     for source in sources:
-        for candidate in candidates(task, source, AttackSpec(seed=3, edit_budget=2)):
+        for candidate in candidates(task, source, AdversarySettings(seed=3, edit_budget=2)):
             start = candidate.example.answer_start
             assert start is not None
             assert candidate.example.inputs["context"][start:].startswith(source.target)
@@ -110,14 +119,16 @@ def test_a_qa_answer_span_survives(tasks: dict) -> None:
 def test_resuming_from_any_checkpoint_ends_like_an_uninterrupted_run(tasks: dict) -> None:
     task = tasks["sentiment"]
     sources = examples(task, 20)
-    spec = AttackSpec(seed=4, max_queries=90, max_proposals=50)
-    checkpoints: list[tuple[Checkpoint, list[Proposal]]] = []
+    spec = AdversarySettings(seed=4, max_queries=90, max_proposals=50)
+    checkpoints: list[tuple[AdversaryCheckpoint, list[Proposal]]] = []
     whole, _ = run(task, sources, spec, on_source_done=lambda c, f: checkpoints.append((c, f)))
     assert len(checkpoints) > 3
     for index in (0, 2, len(checkpoints) // 2):
         at, _ = checkpoints[index]
         before = [p for _, found in checkpoints[: index + 1] for p in found]
-        rest, _ = run(task, sources, spec, start=Checkpoint.from_dict(at.to_dict()))
+        rest, _ = run(
+            task, sources, spec, start=AdversaryCheckpoint.of(at.to_dict()) or FIRST_SOURCE
+        )
         assert tuple(before) + rest.proposals == whole.proposals
         assert rest.checkpoint == whole.checkpoint
 
@@ -134,7 +145,7 @@ def test_a_failing_model_is_dropped_and_its_queries_count(tasks: dict) -> None:
             raise ConnectionError("the model exited with code 1")
         return model(model_id, inputs)
 
-    report = attack(task, sources, ["a", "b"], query, AttackSpec(max_queries=60))
+    report = adversary_search(task, sources, ["a", "b"], query, AdversarySettings(max_queries=60))
     assert calls.count("b") == 1 and "ConnectionError" in report.failed_models["b"]
     assert report.queries_used == len(calls) <= 60
     assert all(p.fooled_models == ("a",) for p in report.proposals)
@@ -156,7 +167,9 @@ def test_within_budget_cuts_to_the_first_edits() -> None:
 )  # fmt: skip
 def test_bad_settings_are_refused(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
-        AttackSpec(**bad)
+        AdversarySettings(**bad)
     with pytest.raises(ValueError, match="unknown"):
-        AttackSpec.from_dict({"nonsense": 1})
-    assert AttackSpec.from_dict(AttackSpec(seed=9).to_dict()) == AttackSpec(seed=9)
+        AdversarySettings.from_dict({"nonsense": 1})
+    assert AdversarySettings.from_dict(AdversarySettings(seed=9).to_dict()) == AdversarySettings(
+        seed=9
+    )

@@ -16,7 +16,7 @@ from PIL import Image
 from configs.schema import ConfigError
 from configs.vocabulary.examples import Example
 from configs.vocabulary.images import ImageError, check_image
-from evaluator.adversary import AttackSpec, candidates
+from evaluator.adversary import AdversarySettings, candidates
 from evaluator.inputs.datasets import DatasetError, parse_lines
 from evaluator.tasks import load_task, load_tasks
 from perturbations.perturbation import example_seed, get_perturbation, perturb_example
@@ -198,7 +198,7 @@ def test_the_adversary_edits_text_fields_only_and_never_the_image() -> None:
     example = Example(
         "u1", {"image": picture(), "question": "What color is the square on the left?"}, "red"
     )
-    found = candidates(task, example, AttackSpec(name_swaps=True, edit_budget=3))
+    found = candidates(task, example, AdversarySettings(name_swaps=True, edit_budget=3))
     assert found, "the question has words a typo can change"
     assert all(c.example.inputs["image"] == example.inputs["image"] for c in found)
     assert any(c.example.inputs["question"] != example.inputs["question"] for c in found)

@@ -1,5 +1,6 @@
 """A job's spec crosses from the store to the worker typed by the job's kind: a backfill's
-scope, an adversary run's round, settings, models and seeds, or nothing."""
+scope, an adversary run's round, settings, models and seeds, or nothing; and so does its
+checkpoint (an adversary run's progress)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ from typing import Any
 import pytest
 
 from configs.vocabulary.jobs import (
+    AdversaryCheckpoint,
     AdversaryRun,
     BackfillScope,
     JobKind,
     Seed,
     UnreadableSpec,
+    job_checkpoint,
     job_spec,
 )
-from store.adversary import AttackRuns
+from store.adversary import AdversaryRuns
 from store.db import Database
 from store.jobs import JobStore
 
@@ -62,7 +65,7 @@ def test_the_worker_claims_an_adversary_job_with_its_run_typed(database_url: str
     store = JobStore(Database(database_url))
     try:
         store.register_task("sentiment", 1, {})
-        job_id = AttackRuns(store.db, store.clock).start("sentiment", RUN)
+        job_id = AdversaryRuns(store.db, store.clock).start("sentiment", RUN)
         claimed = store.claim("w", 600)
     finally:
         store.db.dispose()
@@ -96,7 +99,7 @@ def test_an_unreadable_spec_never_stops_the_queue(database_url: str) -> None:
     store = JobStore(Database(database_url))
     try:
         store.register_task("sentiment", 1, {})
-        bad = AttackRuns(store.db, store.clock).start("sentiment", RUN)
+        bad = AdversaryRuns(store.db, store.clock).start("sentiment", RUN)
         with store.db.session() as session, session.begin():
             session.execute(update(JobRow).where(JobRow.id == bad).values(spec={"attack": {}}))
         first = store.claim("w", 600)
@@ -105,5 +108,52 @@ def test_an_unreadable_spec_never_stops_the_queue(database_url: str) -> None:
         _, plain = store.submit("sentiment", "m", RUNTIME)
         second = store.claim("w", 600)
         assert second is not None and second.id == plain
+    finally:
+        store.db.dispose()
+
+
+PROGRESS = AdversaryCheckpoint(3, 17, 1, {"m2": "timed out"})
+
+
+@pytest.mark.parametrize(
+    ("kind", "stored", "expected"),
+    [
+        (JobKind.ADVERSARY, None, None),
+        (JobKind.ADVERSARY, {}, None),
+        (JobKind.ADVERSARY, PROGRESS.to_dict(), PROGRESS),
+        (
+            JobKind.ADVERSARY,
+            {**PROGRESS.to_dict(), "stopped_because": "budget"},
+            AdversaryCheckpoint(3, 17, 1, {"m2": "timed out"}, "budget"),
+        ),
+        (JobKind.ADVERSARY, {"next_source": "two"}, None),  # no release wrote it: start over
+        (JobKind.ADVERSARY, {"failed_models": ["m2"]}, None),
+        (JobKind.EVALUATE, PROGRESS.to_dict(), None),  # only an adversary run resumes
+    ],
+)
+def test_a_stored_checkpoint_reads_back_typed_by_its_kind(
+    kind: JobKind, stored: dict[str, Any] | None, expected: object
+) -> None:
+    assert job_checkpoint(kind, stored) == expected
+
+
+def test_a_checkpoint_is_stored_as_the_json_runs_have_always_shown() -> None:
+    assert list(PROGRESS.to_dict()) == ["next_source", "queries_used", "proposals", "failed_models"]
+    ended = AdversaryCheckpoint(stopped_because="sources").to_dict()
+    assert ended == {"next_source": 0, "queries_used": 0, "proposals": 0, "failed_models": {},
+                     "stopped_because": "sources"}  # fmt: skip
+
+
+def test_a_claimed_adversary_job_resumes_from_its_typed_checkpoint(database_url: str) -> None:
+    store = JobStore(Database(database_url))
+    try:
+        store.register_task("sentiment", 1, {})
+        runs = AdversaryRuns(store.db, store.clock)
+        job_id = runs.start("sentiment", RUN)
+        first = store.claim("w", 600)
+        assert first is not None and first.checkpoint is None
+        assert runs.save_progress(job_id, "w", first.lease, PROGRESS, [])
+        [shown] = runs.runs("sentiment", "r2")
+        assert shown.checkpoint == PROGRESS
     finally:
         store.db.dispose()

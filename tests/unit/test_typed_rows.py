@@ -1,6 +1,7 @@
 """The typed rows at the evaluator -> store -> board seam say what is really there: every
 key the evaluator's roll-up writes into a round and every key a board row carries is one
-``RoundRow`` / ``BoardRow`` declares (mypy checks the code against those declarations)."""
+``RoundRow`` / ``BoardRow`` declares, and a slice report is a ``SliceRow`` key for key (mypy
+checks the code against those declarations)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,18 @@ from typing import get_type_hints
 
 import pytest
 
+from configs.vocabulary.examples import Example, Prediction
 from configs.vocabulary.results import (
     ORIGINAL,
     BoardRow,
     RoundRow,
     Score,
     ScoreKey,
+    SliceRow,
     pooled_variant,
 )
 from evaluator.scoring.rollup import AGREEMENT, summarise
+from evaluator.scoring.variants import slice_scores
 from evaluator.tasks import load_tasks
 from tests.unit.test_api import finished, make_service
 
@@ -72,3 +76,23 @@ def test_every_key_of_a_board_row_is_declared(tmp_path: Path) -> None:
         assert set(row) <= set(get_type_hints(BoardRow)), set(row) - set(get_type_hints(BoardRow))
     finally:
         service.close()
+
+
+def test_a_slice_report_is_stored_as_its_declared_row_in_order() -> None:
+    task = TASKS["sentiment"]
+    [column] = task.slices
+    labels = task.labels
+    examples = [
+        Example(f"u{i}", {"text": "t"}, labels[i % 2], slices={column: "ab"[i % 3 == 0]})
+        for i in range(12)
+    ]
+    predictions = [Prediction(f"u{i}", labels[0]) for i in range(12)]
+    base = ScoreKey(task.name, "r1", "test", "h", metric=task.metric)
+    _, [row] = slice_scores(task, base, examples, predictions)
+    # the stored JSON's keys, in the order results have always been written with
+    assert list(row) == list(get_type_hints(SliceRow)) == [
+        "round", "dataset", "column", "by_group", "sizes", "small_groups",
+        "difference", "ratio", "worst_group", "overall",
+    ]  # fmt: skip
+    assert (row["round"], row["dataset"], row["column"]) == ("r1", "test", column)
+    assert row["sizes"] == {"a": 8, "b": 4} and row["worst_group"] in {"a", "b"}
