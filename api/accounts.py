@@ -25,7 +25,14 @@ from api.ratelimit import login_limited
 from api.schemas import FullMatch
 from configs.vocabulary.scopes import MAX_TOKEN_DAYS
 from store.accounts import NAME as USER_NAME
-from store.accounts import SESSION, AccountError, IssuedToken, csrf_token
+from store.accounts import (
+    SESSION,
+    AccountError,
+    IssuedToken,
+    TokenInfo,
+    UserInfo,
+    csrf_token,
+)
 from store.rules.principals import DEFAULT_TOKEN_SCOPES, ROLE_SCOPES, ROLES, SCOPES, Principal
 from usecases.evaluations import rerun as rerun_submission
 
@@ -272,7 +279,7 @@ class Tokens(MethodView):
 @blp.route("/tokens/<token_id>", methods=["DELETE"])
 @ok(TokenSchema)
 @errors(401, 403, 404)
-def revoke_token(token_id: str) -> dict[str, Any]:
+def revoke_token(token_id: str) -> TokenInfo:
     """Revoke one of your tokens (DELETE); it answers 401 token_revoked from then on. A
     token holding scopes your credentials lack is 403 ``scope_not_allowed``."""
     try:
@@ -320,7 +327,7 @@ class Users(MethodView):
     @ok(UserSchema, 201)
     @errors(401, 403, 409, 422)
     @blp.arguments(UserCreateSchema, as_kwargs=True)
-    def post(self, name: str, role: str, password: str | None = None) -> tuple[dict[str, Any], int]:
+    def post(self, name: str, role: str, password: str | None = None) -> tuple[UserInfo, int]:
         """Add a user (admins only); a password is needed only for the page login."""
         try:
             return accounts().add_user(name, role, password), 201

@@ -27,7 +27,7 @@ from api.schemas import FullMatch, OpenSchema
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
 from dynascore.weights import Weights
-from store.views import Views
+from store.views import SavedSnapshot, SavedView, Views
 from usecases.boards import assemble as boards
 from usecases.boards.default_view import task_defaults
 from usecases.boards.views import save_view, take_snapshot
@@ -140,13 +140,13 @@ class SnapshotSchema(OpenSchema):
     )
 
 
-def _view_json(view: dict[str, Any]) -> dict[str, Any]:
+def _view_json(view: SavedView) -> dict[str, Any]:
     shown = {k: v for k, v in view.items() if k != "owner_id"}
     shown["url"] = url_for("view_pages.view_page", task_name=view["task"], view=view["slug"])
     return shown
 
 
-def _snapshot_json(snapshot: dict[str, Any]) -> dict[str, Any]:
+def _snapshot_json(snapshot: SavedSnapshot) -> dict[str, Any]:
     shown = {k: v for k, v in snapshot.items() if k not in ("owner_id", "leaderboard")}
     shown["url"] = url_for("view_pages.snapshot_page", snapshot_id=snapshot["id"])
     shown["leaderboard"] = snapshot["leaderboard"]
@@ -199,10 +199,10 @@ class OneView(MethodView):
                 403, "not_view_owner", "only who saved the view, the task's owner or an admin"
             )
         store().delete_view(view_id)
-        return _view_json({**found, "default": False})  # what was deleted, for the record
+        return _view_json(found | {"default": False})  # what was deleted, for the record
 
 
-def _visible_view(view_id: str) -> dict[str, Any]:
+def _visible_view(view_id: str) -> SavedView:
     found = store().view(view_id)
     if found is None or not task_visible(found["task"]):
         raise ApiError(404, "unknown_view", f"no view {view_id!r}")
@@ -252,7 +252,7 @@ def post_snapshot(body: dict[str, Any], task_name: str) -> tuple[dict[str, Any],
     return _snapshot_json(frozen), 201
 
 
-def snapshot_or_404(snapshot_id: str) -> dict[str, Any]:
+def snapshot_or_404(snapshot_id: str) -> SavedSnapshot:
     found = store().snapshot(snapshot_id)
     if found is None or not task_visible(found["task"]):
         raise ApiError(404, "unknown_snapshot", f"no snapshot {snapshot_id!r}")

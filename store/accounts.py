@@ -13,7 +13,7 @@ import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TypedDict
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -64,12 +64,37 @@ class AuthFailure(Exception):
         self.code, self.message = code, message
 
 
+class UserInfo(TypedDict):
+    """A user as the API lists them (never their password hash)."""
+
+    id: str
+    name: str
+    role: str
+    has_password: bool
+    created_at: str | None
+
+
+class TokenInfo(TypedDict):
+    """A token as its owner lists it (never its secret or hash): ``state`` is ``active``,
+    ``revoked`` or ``expired``; times are ISO 8601 UTC."""
+
+    id: str
+    name: str
+    prefix: str
+    scopes: list[str]
+    state: str
+    created_at: str | None
+    expires_at: str | None
+    revoked_at: str | None
+    last_used_at: str | None
+
+
 @dataclass(frozen=True)
 class IssuedToken:
     """A new token: the secret (shown once) and its listing."""
 
     secret: str
-    info: dict[str, Any]
+    info: TokenInfo
 
 
 def hash_secret(secret: str) -> str:
@@ -107,7 +132,7 @@ class Accounts:
         self.clock = clock
 
     # -- users -------------------------------------------------------------------------------
-    def add_user(self, name: str, role: str, password: str | None = None) -> dict[str, Any]:
+    def add_user(self, name: str, role: str, password: str | None = None) -> UserInfo:
         """A new user; ``password`` (if any) is stored as an argon2 hash."""
         if not NAME.match(name):
             raise AccountError(
@@ -130,7 +155,7 @@ class Accounts:
             session.add(user)
         return _user_dict(user)
 
-    def set_role(self, name: str, role: str) -> dict[str, Any]:
+    def set_role(self, name: str, role: str) -> UserInfo:
         """``name``'s new role. Tokens keep their scopes, but a request is only ever allowed
         those the role holds at that moment, so a demotion takes effect at the next request.
         The last admin stays one (no one could manage accounts through the API after)."""
@@ -156,11 +181,11 @@ class Accounts:
                 "last_admin", f"{name!r} is the last admin: make another admin first"
             )
 
-    def users(self) -> list[dict[str, Any]]:
+    def users(self) -> list[UserInfo]:
         with self.db.session() as session:
             return [_user_dict(u) for u in session.scalars(select(UserRow).order_by(UserRow.name))]
 
-    def user_by_name(self, name: str) -> dict[str, Any] | None:
+    def user_by_name(self, name: str) -> UserInfo | None:
         with self.db.session() as session:
             user = session.scalars(select(UserRow).where(UserRow.name == name)).first()
             return _user_dict(user) if user else None
@@ -198,7 +223,7 @@ class Accounts:
             session.add(row)
         return IssuedToken(secret, _token_dict(row))
 
-    def tokens(self, user_id: str) -> list[dict[str, Any]]:
+    def tokens(self, user_id: str) -> list[TokenInfo]:
         """The user's API tokens (revoked and expired ones too, marked), newest first."""
         with self.db.session() as session:
             rows = session.scalars(
@@ -214,7 +239,7 @@ class Accounts:
         token_id: str,
         kind: str = API,
         within: frozenset[str] | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> TokenInfo | None:
         """Revoke one of the user's tokens; None when they have no such token. ``within``
         is what the asking credential holds: a weaker token may not revoke a stronger one
         (``scope_not_allowed``), so it cannot lock its owner out of their admin token."""
@@ -409,7 +434,7 @@ def _utc(moment: datetime | None) -> str | None:
     return moment.isoformat() + "Z" if moment else None
 
 
-def _user_dict(user: UserRow) -> dict[str, Any]:
+def _user_dict(user: UserRow) -> UserInfo:
     return {
         "id": user.id,
         "name": user.name,
@@ -419,7 +444,7 @@ def _user_dict(user: UserRow) -> dict[str, Any]:
     }
 
 
-def _token_dict(row: TokenRow, now: datetime | None = None) -> dict[str, Any]:
+def _token_dict(row: TokenRow, now: datetime | None = None) -> TokenInfo:
     state = "active"
     if row.revoked_at is not None:
         state = "revoked"

@@ -9,7 +9,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -47,6 +47,35 @@ class NewSnapshot:
     owner_id: str | None = None
 
 
+class SavedView(TypedDict):
+    """A saved view as stored and shown: named axis and round weights under a slug unique
+    within its task; ``default`` when it is the task's default view."""
+
+    id: str
+    task: str
+    slug: str
+    name: str
+    weights: dict[str, float]
+    round_weights: dict[str, float]
+    default: bool
+    owner_id: str | None
+    created_at: str
+
+
+class SavedSnapshot(TypedDict):
+    """A leaderboard frozen as its JSON at ``created_at``, with what it was computed from."""
+
+    id: str
+    task: str
+    created_at: str
+    weights: dict[str, float]
+    round_weights: dict[str, float]
+    dataset_hashes: dict[str, str]
+    code_version: str
+    owner_id: str | None
+    leaderboard: dict[str, Any]
+
+
 def slugify(name: str) -> str:
     """``"Fast & small!"`` -> ``"fast-small"``; ``"view"`` when nothing is left."""
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:SLUG_LENGTH].strip("-")
@@ -61,7 +90,7 @@ class Views:
         self.clock = clock
 
     # -- views -------------------------------------------------------------------------------
-    def create_view(self, new: NewView) -> dict[str, Any]:
+    def create_view(self, new: NewView) -> SavedView:
         """Save a view under a slug unique within its task (``name``, ``name-2``, ...)."""
         for _ in range(SLUG_ATTEMPTS - 1):
             try:
@@ -70,7 +99,7 @@ class Views:
                 continue
         return self._insert_view(new)
 
-    def _insert_view(self, new: NewView) -> dict[str, Any]:
+    def _insert_view(self, new: NewView) -> SavedView:
         with self.db.session() as session, session.begin():
             row = ViewRow(
                 id=str(uuid.uuid4()),
@@ -85,7 +114,7 @@ class Views:
             session.add(row)
         return _view_dict(row, default=False)
 
-    def views(self, task: str) -> list[dict[str, Any]]:
+    def views(self, task: str) -> list[SavedView]:
         """The task's views, oldest first, the default one marked."""
         with self.db.session() as session:
             default = _default_id(session, task)
@@ -94,14 +123,14 @@ class Views:
             )
             return [_view_dict(row, default=row.id == default) for row in rows]
 
-    def view(self, view_id: str) -> dict[str, Any] | None:
+    def view(self, view_id: str) -> SavedView | None:
         with self.db.session() as session:
             row = session.get(ViewRow, view_id)
             if row is None:
                 return None
             return _view_dict(row, default=_default_id(session, row.task) == row.id)
 
-    def find_view(self, task: str, id_or_slug: str) -> dict[str, Any] | None:
+    def find_view(self, task: str, id_or_slug: str) -> SavedView | None:
         """A view of ``task`` by its id or its slug."""
         found = self.view(id_or_slug)
         if found is not None:
@@ -128,7 +157,7 @@ class Views:
             session.delete(row)
         return True
 
-    def default_view(self, task: str) -> dict[str, Any] | None:
+    def default_view(self, task: str) -> SavedView | None:
         with self.db.session() as session:
             default = _default_id(session, task)
         return self.view(default) if default else None
@@ -147,7 +176,7 @@ class Views:
                 current.view_id, current.set_at = view_id, self.clock.now()
 
     # -- snapshots ---------------------------------------------------------------------------
-    def create_snapshot(self, new: NewSnapshot) -> dict[str, Any]:
+    def create_snapshot(self, new: NewSnapshot) -> SavedSnapshot:
         with self.db.session() as session, session.begin():
             row = SnapshotRow(
                 id=str(uuid.uuid4()),
@@ -163,7 +192,7 @@ class Views:
             session.add(row)
         return _snapshot_dict(row)
 
-    def snapshot(self, snapshot_id: str) -> dict[str, Any] | None:
+    def snapshot(self, snapshot_id: str) -> SavedSnapshot | None:
         with self.db.session() as session:
             row = session.get(SnapshotRow, snapshot_id)
             return _snapshot_dict(row) if row is not None else None
@@ -189,7 +218,7 @@ def _utc(moment: datetime) -> str:
     return moment.isoformat() + "Z"
 
 
-def _view_dict(row: ViewRow, *, default: bool) -> dict[str, Any]:
+def _view_dict(row: ViewRow, *, default: bool) -> SavedView:
     return {
         "id": row.id,
         "task": row.task,
@@ -203,7 +232,7 @@ def _view_dict(row: ViewRow, *, default: bool) -> dict[str, Any]:
     }
 
 
-def _snapshot_dict(row: SnapshotRow) -> dict[str, Any]:
+def _snapshot_dict(row: SnapshotRow) -> SavedSnapshot:
     return {
         "id": row.id,
         "task": row.task,

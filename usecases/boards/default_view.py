@@ -4,10 +4,9 @@ gives none. Without one, the task's configured weights."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 from configs.schema import TaskSpec
-from store.views import Views
+from store.views import SavedView, Views
 from usecases.service import Service
 
 
@@ -18,7 +17,7 @@ class Defaults:
 
     task: TaskSpec
     round_weights: dict[str, float] | None
-    view: dict[str, Any] | None
+    view: SavedView | None
 
 
 def task_defaults(service: Service, task: TaskSpec) -> Defaults:
@@ -30,7 +29,7 @@ def task_defaults(service: Service, task: TaskSpec) -> Defaults:
     return Defaults(replace(task, weights=dict(view["weights"])), _rounds(task, view), view)
 
 
-def _rounds(task: TaskSpec, view: dict[str, Any]) -> dict[str, float] | None:
+def _rounds(task: TaskSpec, view: SavedView) -> dict[str, float] | None:
     """The view's round weights over the task's rounds now: a round added after the view
     was saved keeps its configured weight, a round gone is dropped."""
     saved = view["round_weights"]

@@ -11,7 +11,7 @@ from configs.schema import TaskSpec
 from configs.vocabulary.refusals import Refused
 from dynascore.weights import Weights
 from evaluator.provenance import code_version
-from store.views import NewSnapshot, NewView, Views
+from store.views import NewSnapshot, NewView, SavedSnapshot, SavedView, Views
 from usecases.boards import assemble as boards
 from usecases.boards.cache import prepared
 from usecases.service import Service
@@ -37,7 +37,7 @@ def save_view(
     weights: Mapping[str, float],
     round_weights: Mapping[str, float],
     owner_id: str | None,
-) -> dict[str, Any]:
+) -> SavedView:
     """Store a view of ``task`` with full (checked) weights; the stored view."""
     axes, rounds = checked_weights(task, weights, round_weights)
     return Views(svc.db, svc.clock).create_view(NewView(task.name, name, axes, rounds, owner_id))
@@ -56,7 +56,7 @@ def take_snapshot(
     weights: Mapping[str, float],
     round_weights: Mapping[str, float],
     owner_id: str | None,
-) -> dict[str, Any]:
+) -> SavedSnapshot:
     """Store the task's leaderboard as it is now under these (checked) weights."""
     axes, rounds = checked_weights(task, weights, round_weights)
     new = NewSnapshot(
