@@ -339,7 +339,7 @@ class _TaskParser:
     def integer(self, value: Any, field: str, minimum: int = 0) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise self.fail(field, f"must be an integer >= {minimum}")
-        return value
+        return int(value)
 
     def number(self, value: Any, field: str) -> float:
         if not _finite_number(value) or value <= 0:

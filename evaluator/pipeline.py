@@ -65,10 +65,9 @@ class RunState:
     """Everything one evaluation accumulates; the pipeline's explicit context."""
 
     scores: list[Score] = field(default_factory=list)
-    rounds: list[dict] = field(default_factory=list)
     slices: list[SliceRow] = field(default_factory=list)
     dataset_hashes: dict[str, str] = field(default_factory=dict)
-    variant_counts: list[dict] = field(default_factory=list)
+    variant_counts: list[dict[str, Any]] = field(default_factory=list)
     replicates: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
     # metric -> (round, dataset) -> replicates, for the metrics reported beside the task's
     secondary_replicates: dict[str, dict[tuple[str, str], np.ndarray]] = field(default_factory=dict)
@@ -107,7 +106,7 @@ class Evaluation:
         self.client: ModelClient | None = None
         self.sampler: MemorySampler | None = None
         self.deadline = 0.0
-        self.profile: dict = {}
+        self.profile: dict[str, Any] = {}
         self.started_at = 0.0
         variant_count = 1 + len(task.robustness) + len(task.fairness)
         self.total_steps = sum(len(r.datasets) for r in task.rounds) * variant_count + 1
@@ -407,7 +406,7 @@ class Evaluation:
             result.scores, result.slices = self.state.scores, self.state.slices
         return result
 
-    def provenance(self) -> dict:
+    def provenance(self) -> dict[str, Any]:
         info = self.runtime.info()
         return {
             "task_version": self.task.version,

@@ -62,7 +62,8 @@ def free_port() -> int:
     """A TCP port on loopback nobody listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 class ProcessRuntime(Runtime):

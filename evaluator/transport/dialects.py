@@ -88,7 +88,8 @@ class ProtocolV1(Dialect):
     def reply_items(self, reply: Any) -> list[Any]:
         if not isinstance(reply, dict) or not isinstance(reply.get("predictions"), list):
             raise EvaluationError(FailureCode.BAD_JSON, 'reply must be {"predictions": [...]}')
-        return reply["predictions"]
+        predictions: list[Any] = reply["predictions"]
+        return predictions
 
 
 class Dynalab2(Dialect):

@@ -292,7 +292,8 @@ class DockerRuntime(Runtime):
         if self.container_id is None:
             return self._final_state
         try:
-            return self.client.api.inspect_container(self.container_id)["State"]
+            state: dict[str, Any] = self.client.api.inspect_container(self.container_id)["State"]
+            return state
         except NotFound:
             return self._final_state
 
@@ -387,7 +388,7 @@ class DockerRuntime(Runtime):
         if max_bytes <= 0 or self.container_id is None:
             return ""
         lines = max(100, max_bytes // 40)
-        raw = self.client.api.logs(self.container_id, stdout=True, stderr=True, tail=lines)
+        raw: bytes = self.client.api.logs(self.container_id, stdout=True, stderr=True, tail=lines)
         return raw[-max_bytes:].decode("utf-8", "replace")
 
     # -- measurement conditions ---------------------------------------------------------------

@@ -251,7 +251,7 @@ def guard_ip(guard: Container, network_name: str) -> str:
     address = (networks.get(network_name) or {}).get("IPAddress")
     if not address:
         raise EvaluationError(FailureCode.PLATFORM_ERROR, "the sandbox got no IP address")
-    return address
+    return str(address)
 
 
 def cleanup_leftovers(
