@@ -10,13 +10,13 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import Any, NamedTuple, NotRequired, TypedDict, TypeVar, cast
 
 from sqlalchemy import ColumnElement, Row, and_, func, or_, select, true
 from sqlalchemy.orm import Session
 
 from configs.vocabulary.jobs import JobStatus
-from configs.vocabulary.results import SCORE_NUMBERS, BoardRow
+from configs.vocabulary.results import SCORE_NUMBERS, BoardRow, ImageGone
 from store.claims import claim_order, claimed_before
 from store.db import Database
 from store.models import (
@@ -403,6 +403,56 @@ def _newest_results(session: Session, ids: list[str]) -> dict[str, dict[str, Any
     return results
 
 
+class StageStep(TypedDict):
+    """A job's stage as data: its phase and, while scoring a set, which one and which
+    variant (original or a perturbation)."""
+
+    phase: str | None
+    round: str | None
+    dataset: str | None
+    variant: str | None
+
+
+class ShownFailure(TypedDict):
+    code: str
+    message: str | None
+    log_tail: str
+
+
+class ShownAttempt(TypedDict):
+    attempt: int
+    worker: NotRequired[str]  # a host name: shown only to whom may see internals
+    outcome: str | None
+    failure_code: str | None
+    failure_message: str | None
+
+
+class QueuePlace(TypedDict):
+    """Where a queued job stands (``_queue_place``)."""
+
+    ahead: int
+    workers: int
+    median_run_s: float | None
+    estimated_start: str | None
+
+
+class ShownJob(TypedDict):
+    """A submission's newest job as the API shows it."""
+
+    id: str
+    status: str
+    progress: float
+    stage: str
+    step: StageStep
+    attempts: int
+    max_attempts: int
+    failure: ShownFailure | None
+    attempt_history: list[ShownAttempt]
+    created_at: str
+    finished_at: str | None
+    queue: NotRequired[QueuePlace | None]  # a single submission's, read with the clock
+
+
 # Each list field of a model: how it is read, and the columns it reads.
 _MODEL_FIELDS: dict[str, Callable[[Any], Any]] = {  # of a ModelRow, or a Row of its columns
     "id": lambda model: model.id,
@@ -441,18 +491,18 @@ _BoardRow = tuple[
 ]
 
 
-def image_gone_of(model: ModelRow | Row[Any]) -> dict[str, Any] | None:
+def image_gone_of(model: ModelRow | Row[Any]) -> ImageGone | None:
     """When and why the model's image went (store.retention), or None while it is kept."""
     return _gone(model.image_gone, model.image_gone_at)
 
 
-def _gone(reason: str | None, at: datetime | None) -> dict[str, Any] | None:
+def _gone(reason: str | None, at: datetime | None) -> ImageGone | None:
     if reason is None:
         return None
     return {"at": _utc(at) if at else None, "reason": reason}
 
 
-def _job_dict(job: JobRow, session: Session, show_internal: bool = False) -> dict[str, Any]:
+def _job_dict(job: JobRow, session: Session, show_internal: bool = False) -> ShownJob:
     attempts = session.scalars(
         select(AttemptRow).where(AttemptRow.job_id == job.id).order_by(AttemptRow.attempt)
     ).all()
@@ -462,9 +512,9 @@ def _job_dict(job: JobRow, session: Session, show_internal: bool = False) -> dic
 
 def _job_fields(
     job: ListedJob, attempts: Sequence[ListedAttempt], show_internal: bool = False
-) -> dict[str, Any]:
+) -> ShownJob:
     """A job as the API shows it, from its row and its attempts (oldest first)."""
-    failure = None
+    failure: ShownFailure | None = None
     if job.failure_code:
         failure = {
             "code": job.failure_code,
@@ -480,32 +530,34 @@ def _job_fields(
         "attempts": job.attempts,
         "max_attempts": job.max_attempts,
         "failure": failure,
-        "attempt_history": [
-            {
-                "attempt": a.attempt,
-                **({"worker": a.worker} if show_internal else {}),  # a host name: internal
-                "outcome": a.outcome,
-                "failure_code": a.failure_code,
-                "failure_message": a.failure_message,
-            }
-            for a in attempts
-        ],
+        "attempt_history": [_attempt_shown(a, show_internal) for a in attempts],
         "created_at": _utc(job.created_at),
         "finished_at": _utc(job.finished_at) if job.finished_at else None,
     }
 
 
+def _attempt_shown(attempt: ListedAttempt, show_internal: bool) -> ShownAttempt:
+    outcome, code, message = attempt.outcome, attempt.failure_code, attempt.failure_message
+    if show_internal:  # which worker ran it: a host name, internal
+        return {"attempt": attempt.attempt, "worker": attempt.worker, "outcome": outcome,
+                "failure_code": code, "failure_message": message}  # fmt: skip
+    return {"attempt": attempt.attempt, "outcome": outcome, "failure_code": code,
+            "failure_message": message}  # fmt: skip
+
+
 _STEP = re.compile(r"round (?P<round>\S+) / (?P<dataset>.+): (?P<variant>[^:]+)")
 
 
-def parse_stage(stage: str | None) -> dict[str, Any]:
+def parse_stage(stage: str | None) -> StageStep:
     """The worker's stage string as data: ``phase`` and, while scoring a set, its
     ``round``, ``dataset`` and ``variant`` (original or a perturbation). The evaluator
     reports whole sets, so there is no per-example count to show."""
     text = stage or ""
     matched = _STEP.fullmatch(text)
     if matched:
-        return {"phase": "scoring", **matched.groupdict()}
+        found = matched.groupdict()
+        return {"phase": "scoring", "round": found["round"], "dataset": found["dataset"],
+                "variant": found["variant"]}  # fmt: skip
     phase = text.split(":", 1)[0].strip() or None  # queued, claimed, profiling, done, ...
     return {"phase": phase, "round": None, "dataset": None, "variant": None}
 
@@ -524,7 +576,7 @@ class ResultsMarks:
 RECENT_JOBS = 50
 
 
-def _queue_place(session: Session, job: JobRow, now: datetime) -> dict[str, Any] | None:
+def _queue_place(session: Session, job: JobRow, now: datetime) -> QueuePlace | None:
     """For a queued job: ``ahead`` (queued jobs a worker would claim before it in claim order
     as it stands now: priority, fair shares, available_at, created_at; store.claims), ``workers`` (distinct workers holding
     an unexpired lease now) and ``estimated_start``. The rule: the median run time M of the

@@ -115,6 +115,13 @@ class SliceRow(TypedDict):
     overall: float
 
 
+class ImageGone(TypedDict):
+    """When (ISO 8601 UTC) and why a model's image was removed (image retention)."""
+
+    at: str | None
+    reason: str
+
+
 class BoardRow(TypedDict, total=False):
     """One model's newest result as a board reads it: who, the summary's axes (and what
     else the summary holds: the metric, intervals, measurement conditions), its rounds,
@@ -137,7 +144,7 @@ class BoardRow(TypedDict, total=False):
     secondary_ci: dict[str, Sequence[float | None] | None]
     rounds: list[RoundRow]
     image_id: str | None
-    image_gone: dict[str, Any] | None
+    image_gone: ImageGone | None
     dataset_hashes: dict[str, str]
 
 
