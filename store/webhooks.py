@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from sqlalchemy import CursorResult, Update, and_, delete, or_, select, update
 from sqlalchemy.orm import Session
@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.jobs import JobStatus
-from configs.vocabulary.results import EvaluationResult, Failure
+from configs.vocabulary.results import EvaluationResult, Failure, RoundRow
 from configs.vocabulary.webhooks import (
     CANCELLED,
     DEFAULT_MAX_ATTEMPTS,
@@ -34,6 +34,8 @@ from configs.vocabulary.webhooks import (
     FAILED,
     PING,
     SECRET_PREFIX,
+    EventRound,
+    WebhookPayload,
     retry_delay,
 )
 from store.db import Database
@@ -45,7 +47,6 @@ CLAIM_S = 120.0  # a claimed delivery is hidden from other notifiers this long
 HISTORY = 20  # attempts kept per delivery
 MAX_PER_USER = 50
 _SUMMARY_AXES = ("performance", "throughput", "memory", "robustness", "fairness")
-_ROUND_KEYS = ("round", "performance", "robustness", "fairness")
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,23 @@ class Webhook:
         }
 
 
+class DeliveryInfo(TypedDict):
+    """A delivery as the webhook's owner lists it: its state, attempts so far and when the
+    next is due (while pending), and every attempt's time, status code or error."""
+
+    id: str
+    event: str
+    status: str
+    attempts: int
+    max_attempts: int
+    last_status_code: int | None
+    last_error: str | None
+    next_attempt_at: str | None
+    last_attempt_at: str | None
+    created_at: str | None
+    history: list[dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class DueDelivery:
     """A claimed delivery: what to send, where, and the claim that may record its outcome."""
@@ -78,7 +96,7 @@ class DueDelivery:
     webhook_id: str
     url: str
     event: str
-    payload: dict[str, Any]
+    payload: WebhookPayload
     attempt: int
     token: str
     secret: str = field(repr=False)
@@ -178,7 +196,7 @@ class WebhookStore:
             return secret if updated(session, sealed) == 1 else None
 
     # -- deliveries --------------------------------------------------------------------------
-    def deliveries(self, webhook_id: str, limit: int = 50) -> list[dict[str, Any]]:
+    def deliveries(self, webhook_id: str, limit: int = 50) -> list[DeliveryInfo]:
         """The newest ``limit`` deliveries of a webhook, as its owner may see them."""
         query = (
             select(WebhookDeliveryRow)
@@ -197,7 +215,7 @@ class WebhookStore:
             if row is None:
                 return None
             delivery_id = str(uuid.uuid4())
-            payload: dict[str, Any] = {"id": delivery_id, "event": PING, "created_at": _iso(now)}
+            payload: WebhookPayload = {"id": delivery_id, "event": PING, "created_at": _iso(now)}
             payload["webhook"] = {"id": row.id, "model_id": row.model_id}
             session.add(_outbox_row(delivery_id, row.id, PING, payload, now, self.max_attempts))
         return delivery_id
@@ -329,9 +347,9 @@ def _payload(
     now: datetime,
     failure: Failure | None,
     result: EvaluationResult | None,
-) -> dict[str, Any]:
+) -> WebhookPayload:
     """What a receiver gets: never the model's log tail, which may hold held-out data."""
-    payload: dict[str, Any] = {
+    payload: WebhookPayload = {
         "id": delivery_id,
         "event": event,
         "created_at": _iso(now),
@@ -351,15 +369,20 @@ def _payload(
     if result is not None:
         payload["scores"] = {k: result.summary[k] for k in _SUMMARY_AXES if k in result.summary}
         payload["metric"] = result.summary.get("metric")
-        payload["rounds"] = [{k: r.get(k) for k in _ROUND_KEYS} for r in result.rounds]
+        payload["rounds"] = [_event_round(r) for r in result.rounds]
     return payload
+
+
+def _event_round(row: RoundRow) -> EventRound:
+    return {"round": row.get("round"), "performance": row.get("performance"),
+            "robustness": row.get("robustness"), "fairness": row.get("fairness")}  # fmt: skip
 
 
 def _outbox_row(
     delivery_id: str,
     webhook_id: str,
     event: str,
-    payload: dict[str, Any],
+    payload: WebhookPayload,
     now: datetime,
     max_attempts: int,
 ) -> WebhookDeliveryRow:
@@ -403,7 +426,7 @@ def _due_delivery(session: Session, delivery_id: str, token: str, sealer: Sealer
         hook.id,
         hook.url,
         row.event,
-        dict(row.payload),
+        cast(WebhookPayload, dict(row.payload)),  # as _payload or ping wrote it
         row.attempts,
         token,
         sealer.open(hook.secret),
@@ -416,7 +439,7 @@ def _webhook(row: WebhookRow) -> Webhook:
     )
 
 
-def _delivery(row: WebhookDeliveryRow) -> dict[str, Any]:
+def _delivery(row: WebhookDeliveryRow) -> DeliveryInfo:
     return {
         "id": row.id,
         "event": row.event,

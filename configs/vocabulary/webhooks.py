@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import time
 from datetime import timedelta
+from typing import NotRequired, TypedDict
 
 DONE, FAILED, CANCELLED, PING = "done", "failed", "cancelled", "ping"
 FINAL_EVENTS = (DONE, FAILED, CANCELLED)  # what a webhook may subscribe to
@@ -20,6 +21,52 @@ EVENT_HEADER, DELIVERY_HEADER, SIGNATURE_HEADER = (
 # Seconds to wait after the n-th failed attempt; the last step repeats until the attempts run out.
 BACKOFF_S = (10, 30, 120, 600, 3600)
 DEFAULT_MAX_ATTEMPTS = 8
+
+
+class EventSubmission(TypedDict):
+    """The submission an event is about (times ISO 8601 UTC)."""
+
+    id: str
+    task: str
+    name: str
+    status: str
+    job_id: str
+    submitted_at: str | None
+    started_at: str | None
+    finished_at: str | None
+
+
+class EventFailure(TypedDict):
+    code: str
+    message: str
+
+
+class EventRound(TypedDict):
+    round: str | None
+    performance: float | None
+    robustness: float | None
+    fairness: float | None
+
+
+class PingedWebhook(TypedDict):
+    id: str
+    model_id: str | None
+
+
+class WebhookPayload(TypedDict):
+    """What a receiver gets, signed: the delivery's id, its event and time, and either the
+    submission (with its failure, or its scores, metric and rounds) or, for a ``ping``, the
+    webhook pinged. Never a model's log tail, which may hold held-out data."""
+
+    id: str
+    event: str
+    created_at: str | None
+    submission: NotRequired[EventSubmission]
+    failure: NotRequired[EventFailure]
+    scores: NotRequired[dict[str, float | None]]
+    metric: NotRequired[str | None]
+    rounds: NotRequired[list[EventRound]]
+    webhook: NotRequired[PingedWebhook]
 
 
 def retry_delay(attempts: int) -> timedelta:
