@@ -332,8 +332,12 @@ _DOCKER_BEFORE = pytest.StashKey[set[str] | None]()
 _FOLDERS = ("unit", "integration", "acceptance", "browser", "chaos", "deploy")
 # Handed out one or two at a time (scripts/test.sh), a run ends when its last long test does: the
 # folders whose tests take longest start first, slow tests before the rest within a folder (a
-# stable sort, the same in every worker, as xdist requires).
-_START_ORDER = {"deploy": 0, "chaos": 1, "acceptance": 2, "browser": 3, "integration": 4}
+# stable sort, the same in every worker, as xdist requires). The chaos runs come after the
+# Docker-heavy folders, beside the unit tests: their leases are 3 s, and started beside the
+# compose stack, `serve` with Docker and the 2 GiB upload on a slow machine (Docker on
+# fuse-overlayfs, every test 2x slower), a SQLite run's jobs took 7 s each and it missed its
+# drain deadline.
+_START_ORDER = {"deploy": 0, "acceptance": 1, "browser": 2, "integration": 3, "chaos": 4}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
