@@ -335,8 +335,9 @@ _FOLDERS = ("unit", "integration", "acceptance", "browser", "chaos", "deploy")
 # stable sort, the same in every worker, as xdist requires). The chaos runs come after the
 # Docker-heavy folders, beside the unit tests: their leases are 3 s, and started beside the
 # compose stack, `serve` with Docker and the 2 GiB upload on a slow machine (Docker on
-# fuse-overlayfs, every test 2x slower), a SQLite run's jobs took 7 s each and it missed its
-# drain deadline.
+# fuse-overlayfs, every test 2x slower), a SQLite run's jobs took 7 s each, both its workers
+# stood still for 21 s until the one holding the write lock was killed (most likely its commit
+# waiting on a disk busy with those tests' gigabytes), and it missed its drain deadline.
 _START_ORDER = {"deploy": 0, "acceptance": 1, "browser": 2, "integration": 3, "chaos": 4}
 
 

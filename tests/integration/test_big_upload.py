@@ -26,6 +26,11 @@ MiB = 1 << 20
 IMAGE_BYTES = 2 * GiB  # the default image limit, exactly
 MAX_RSS_GROWTH = 200 * MiB  # the bound for the API process during a 2 GiB upload
 
+# 30 s on the folder, up to 3 min on S3: handed out with the first integration tests, not
+# beside the chaos runs that follow them (tests/conftest.py), whose SQLite commits its
+# gigabytes of writes would hold up
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(params=["local", "s3"])
 def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Service]]:
