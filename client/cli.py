@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from client import commands
+from client.common import CliError, Subparsers
 from client.images import add_images_parser
 from client.rerun import cmd_rerun
 from client.rounds import add_rounds_parser
@@ -55,9 +56,6 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         add(sub)
     return parser
-
-
-Subparsers = argparse._SubParsersAction  # argparse has no public name for it
 
 
 def _serve(sub: Subparsers) -> None:
@@ -518,8 +516,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
     handler = getattr(args, "handler", None) or getattr(commands, f"cmd_{args.command}")
     try:
-        return handler(args)
-    except (commands.CliError, ConfigError) as exc:  # a bad setting is a usage error too
+        code: int = handler(args)
+        return code
+    except (CliError, ConfigError) as exc:  # a bad setting is a usage error too
         print(f"dynaeval {args.command}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

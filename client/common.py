@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from configs.paths import CONFIG_DIR
 from configs.schema import ConfigError, TaskSpec
 
+# argparse's sub-command action has no public name; typeshed's is generic in its parser.
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
 if TYPE_CHECKING:
+    import argparse
+
     from usecases.service import Service
 
 

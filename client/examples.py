@@ -67,7 +67,7 @@ def build_variants() -> None:
             build_variant(entry)
 
 
-def build_variant(entry: dict) -> None:
+def build_variant(entry: dict[str, Any]) -> None:
     """An example whose answer is fixed by arguments (the majority baselines), baked in."""
     models = REPO_ROOT / "examples" / "models"
     args = " ".join(map(str, entry["args"]))

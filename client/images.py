@@ -10,9 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from client.common import open_service
-
-Subparsers = argparse._SubParsersAction  # argparse has no public name for it
+from client.common import Subparsers, open_service
 
 
 def add_images_parser(sub: Subparsers) -> None:

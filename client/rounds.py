@@ -10,12 +10,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from client.common import CliError, open_service
+from client.common import CliError, Subparsers, open_service
 
 if TYPE_CHECKING:
     from client.sdk import DynaevalClient
-
-Subparsers = argparse._SubParsersAction  # argparse has no public name for it
 
 
 def add_rounds_parser(sub: Subparsers) -> None:

@@ -76,13 +76,15 @@ class DynaevalClient:
         if api_key:
             self.http.headers["Authorization"] = f"Bearer {api_key}"
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """The reply's JSON object (``{}`` for an empty reply); ApiClientError for an error
+        or for a reply that is not a JSON object (not the API's: a proxy's page, say)."""
         kwargs.setdefault("timeout", self.timeout)
         response = self.http.request(method, self.base + path, **kwargs)
         try:
             body = response.json()
-        except ValueError:
-            body = {}
+        except ValueError:  # an empty reply is an empty object; anything else is not one
+            body = {} if not response.content.strip() else response.text
         if response.status_code >= 400:
             error = body.get("error", {}) if isinstance(body, dict) else {}
             raise ApiClientError(
@@ -90,10 +92,22 @@ class DynaevalClient:
                 error.get("code", "http_error"),
                 error.get("message", response.text[:200]),
             )
+        if not isinstance(body, dict):
+            raise ApiClientError(
+                response.status_code,
+                "bad_reply",
+                f"{method} {path}: the reply is not a JSON object "
+                f"({response.headers.get('Content-Type', 'no content type')}: {response.text[:80]!r})",
+            )
         return body
 
+    def _items(self, path: str, key: str, **kwargs: Any) -> list[dict[str, Any]]:
+        """The list under ``key`` of ``GET path``'s reply."""
+        items: list[dict[str, Any]] = self._call("GET", path, **kwargs)[key]
+        return items
+
     def tasks(self) -> list[dict[str, Any]]:
-        return self._call("GET", "/tasks")["tasks"]
+        return self._items("/tasks", "tasks")
 
     def submit(
         self,
@@ -295,7 +309,7 @@ class DynaevalClient:
 
     def tokens(self) -> list[dict[str, Any]]:
         """Your API tokens (never their secrets)."""
-        return self._call("GET", "/tokens")["tokens"]
+        return self._items("/tokens", "tokens")
 
     def create_token(
         self, name: str, scopes: list[str] | None = None, expires_in_days: float | None = None
@@ -324,7 +338,7 @@ class DynaevalClient:
         return self._call("POST", "/webhooks", json=body)
 
     def webhooks(self) -> list[dict[str, Any]]:
-        return self._call("GET", "/webhooks")["webhooks"]
+        return self._items("/webhooks", "webhooks")
 
     def delete_webhook(self, webhook_id: str) -> dict[str, Any]:
         return self._call("DELETE", f"/webhooks/{webhook_id}")
@@ -333,7 +347,7 @@ class DynaevalClient:
         return self._call("POST", f"/webhooks/{webhook_id}/rotate-secret")
 
     def webhook_deliveries(self, webhook_id: str) -> list[dict[str, Any]]:
-        return self._call("GET", f"/webhooks/{webhook_id}/deliveries")["deliveries"]
+        return self._items(f"/webhooks/{webhook_id}/deliveries", "deliveries")
 
     def test_webhook(self, webhook_id: str) -> dict[str, Any]:
         """Queue a ``ping`` delivery; see ``webhook_deliveries`` for how it went."""

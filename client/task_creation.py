@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from client.common import CliError, open_service
+from client.common import CliError, Subparsers, open_service
 
 
-def add_create_parser(actions: argparse._SubParsersAction) -> None:
+def add_create_parser(actions: Subparsers) -> None:
     """``tasks create``."""
     create = actions.add_parser(
         "create",

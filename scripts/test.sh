@@ -28,7 +28,7 @@ export PATH PYTHON
 "$PYTHON" -m ruff format --check .
 # Imports go one way (contracts in pyproject.toml).
 "$PYTHON" -c "from importlinter.cli import lint_imports_command; lint_imports_command(['--no-cache'])"
-# Types: strict on every package but api/ (all but three flags) and client/ (pyproject.toml).
+# Types: strict on every package; on api/ all but three flags (pyproject.toml says why).
 # mypy runs beside the first pytest part: it keeps one core busy for ~20 s on a fresh clone
 # (no cache), which the tests' processes share; its report is printed when it has ended.
 MYPY_LOG="$(mktemp)"

@@ -192,3 +192,34 @@ def test_compare_runs_the_paired_bootstrap_on_the_server(live: Live) -> None:
     with pytest.raises(ApiClientError) as unknown:
         client.api.compare(yes, "nope")
     assert unknown.value.status == 404
+
+
+@pytest.mark.parametrize("body", [b"[1, 2]", b'"maintenance"', b"<html>gateway</html>"])
+def test_a_reply_that_is_no_json_object_is_a_clear_error(body: bytes) -> None:
+    """Something between the SDK and the API (a proxy, a maintenance page) answering 200
+    with a list, a string or HTML: an ApiClientError naming the route, not a KeyError or a
+    list handed to the caller as a submission."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Proxy(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server's name
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = DynaevalClient(f"http://127.0.0.1:{server.server_port}", api_key="k")
+        with pytest.raises(ApiClientError) as caught:
+            client.submission("m1")
+        assert caught.value.code == "bad_reply" and "/submissions/m1" in str(caught.value)
+    finally:
+        server.shutdown()
+        server.server_close()
