@@ -188,7 +188,9 @@ class Queries:
                 ModelRow.image_gone_at,
                 ResultRow.summary,
                 ResultRow.rounds,
-                ResultRow.provenance,
+                # only the hashes: a result's provenance (its perturbation counts per set,
+                # its runtime, its conditions) is decoded in SQL, not whole in Python
+                ResultRow.provenance["dataset_hashes"],
             )
             .join(ResultRow, ResultRow.model_id == ModelRow.id)
             .where(ModelRow.task == task)
@@ -199,7 +201,7 @@ class Queries:
         with self.db.session() as session:
             rows = cast(list[_BoardRow], session.execute(query).all())
         newest: dict[str, BoardRow] = {}
-        for model_id, name, image_id, gone, gone_at, summary, rounds, provenance in rows:
+        for model_id, name, image_id, gone, gone_at, summary, rounds, hashes in rows:
             # the summary's and the rounds' keys are the evaluator's, read back from JSON
             newest[model_id] = cast(
                 BoardRow,
@@ -210,7 +212,7 @@ class Queries:
                     "rounds": rounds,
                     "image_id": image_id,
                     "image_gone": _gone(gone, gone_at),
-                    "dataset_hashes": provenance.get("dataset_hashes", {}),
+                    "dataset_hashes": hashes or {},
                 },
             )
         return list(newest.values())
@@ -485,9 +487,9 @@ def _model_dict(
     return {name: read(model) for name, read in _MODEL_FIELDS.items() if name in wanted}
 
 
-# id, name, image id, image gone (reason, at), result summary, rounds, provenance
+# id, name, image id, image gone (reason, at), result summary, rounds, dataset hashes
 _BoardRow = tuple[
-    str, str, str | None, str | None, datetime | None, dict[str, Any], list[Any], dict[str, Any]
+    str, str, str | None, str | None, datetime | None, dict[str, Any], list[Any], dict[str, str]
 ]
 
 

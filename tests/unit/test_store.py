@@ -583,6 +583,8 @@ def test_queries_leaderboard_rows_keep_each_models_newest_result(
     assert set(rows) == {"a", "b"}
     assert rows["a"]["performance"] == 60.0 and rows["b"]["model_id"] == second
     assert rows["a"]["rounds"][0]["round"] == "r1"
+    # the hashes come out of the provenance in SQL (JSON paths on SQLite and PostgreSQL)
+    assert rows["a"]["dataset_hashes"] == {"r1/test": "h" * 64}
     assert len(queries.submissions("sentiment")) == 3
     assert len(queries.submissions("sentiment", limit=1)) == 1
     assert queries.submissions("nli") == []
