@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from client import commands
 from client.common import CliError, Subparsers
 from client.images import add_images_parser
 from client.rerun import cmd_rerun
@@ -247,7 +246,7 @@ def _requirement(text: str) -> tuple[str, Any]:
 
 def _submit(sub: Subparsers) -> None:
     from client.credentials import API_KEY_ENV
-    from client.submit import EXIT_USAGE, parse_thresholds
+    from client.gate import EXIT_USAGE, parse_thresholds
 
     submit = sub.add_parser(
         "submit",
@@ -514,6 +513,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("alembic").setLevel(logging.WARNING)
     if not args.verbose:  # one line per HTTP request only when asked for
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    # the commands (and the HTTP client, progress bars, accounts they bring) load once a
+    # command runs: `--help` and a usage error never need them
+    from client import commands
+
     handler = getattr(args, "handler", None) or getattr(commands, f"cmd_{args.command}")
     try:
         code: int = handler(args)

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from client import cli
+from client.gate import EXIT_USAGE, Threshold, parse_thresholds
 from client.progress import ProgressBar, progress_wanted
 from client.sdk import dynabench_round_keys, metric_abbreviation
-from client.submit import EXIT_USAGE, Threshold, _verdict, parse_thresholds
+from client.submit import _verdict
 
 
 @pytest.mark.parametrize(
