@@ -19,7 +19,13 @@ from typing import Any
 from sqlalchemy import select
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
-from configs.vocabulary.jobs import AdversaryCheckpoint, AdversaryRun, JobKind, JobStatus
+from configs.vocabulary.jobs import (
+    AdversaryCheckpoint,
+    AdversaryRun,
+    JobKind,
+    JobStatus,
+    job_checkpoint,
+)
 from configs.vocabulary.refusals import Refused
 from store.backfill import BACKFILL_PRIORITY
 from store.db import Database
@@ -157,7 +163,7 @@ def _run(row: JobRow) -> AdversaryRunState:
         status=JobStatus(row.status).value,
         stage=row.stage,
         spec=dict(row.spec or {}),
-        checkpoint=AdversaryCheckpoint.of(row.checkpoint),
+        checkpoint=job_checkpoint(JobKind.ADVERSARY, row.checkpoint),  # unreadable: none
         created_at=row.created_at,
         failure=row.failure_message,
     )

@@ -489,7 +489,14 @@ def _model_dict(
 
 # id, name, image id, image gone (reason, at), result summary, rounds, dataset hashes
 _BoardRow = tuple[
-    str, str, str | None, str | None, datetime | None, dict[str, Any], list[Any], dict[str, str]
+    str,
+    str,
+    str | None,
+    str | None,
+    datetime | None,
+    dict[str, Any],
+    list[Any],
+    dict[str, str] | None,
 ]
 
 

@@ -170,7 +170,7 @@ def job_checkpoint(kind: JobKind, stored: Mapping[str, Any] | None) -> Adversary
         return None
     try:
         return AdversaryCheckpoint.of(stored)
-    except (TypeError, ValueError, AttributeError):
+    except (TypeError, ValueError, AttributeError, OverflowError):  # int(inf): OverflowError
         return None
 
 

@@ -124,7 +124,7 @@ def test_a_store_outage_of_ten_leases_loses_no_finished_result(
         run_scenario(run)
 
 
-@pytest.mark.timeout(200)
+@pytest.mark.timeout(280)  # a 150 s drain, the stops, the checks and their report
 def test_chaos_sqlite(forks: ForkServerContext, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
     with chaos(SQLITE, tmp_path, url, None, forks) as run:

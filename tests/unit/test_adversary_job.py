@@ -259,6 +259,20 @@ def test_a_crash_half_way_resumes_from_the_checkpoint_and_loses_nothing(
         clean.service.close()
 
 
+def test_a_checkpoint_no_release_wrote_is_listed_as_none(loop: Loop) -> None:
+    """The listing (and a new run, which reads the round's runs back) shows a stored
+    checkpoint it cannot read as none, never a 500."""
+    from sqlalchemy import update
+
+    job_id = loop.client("owner").post(f"{LOOP}/adversary", json=ATTACK).get_json()["job_id"]
+    with loop.service.db.session() as session, session.begin():
+        changed = update(JobRow).where(JobRow.id == job_id)
+        session.execute(changed.values(checkpoint={"failed_models": ["m2"]}))
+    listed = loop.client("val1").get(f"{LOOP}/adversary")
+    assert listed.status_code == 200, listed.get_json()
+    assert listed.get_json()["runs"][0]["checkpoint"] == {}
+
+
 def test_a_round_not_open_is_refused(loop: Loop) -> None:
     closed = loop.client("owner").post(f"{LOOP}/collection/close")
     assert closed.status_code == 200

@@ -128,6 +128,7 @@ PROGRESS = AdversaryCheckpoint(3, 17, 1, {"m2": "timed out"})
         ),
         (JobKind.ADVERSARY, {"next_source": "two"}, None),  # no release wrote it: start over
         (JobKind.ADVERSARY, {"failed_models": ["m2"]}, None),
+        (JobKind.ADVERSARY, {"queries_used": float("inf")}, None),
         (JobKind.EVALUATE, PROGRESS.to_dict(), None),  # only an adversary run resumes
     ],
 )
