@@ -52,6 +52,7 @@ _TABLE: dict[tuple[str, str], Need] = {
     # the service, its documentation and the entry point
     ("GET", "/"): OPEN,
     ("GET", "/api/v1/health"): OPEN,
+    ("GET", "/api/v1/ready"): OPEN,
     ("GET", "/api/v1/openapi.json"): OPEN,
     ("GET", "/static/<path:filename>"): OPEN,
     ("GET", "/static/pages/<path:filename>"): OPEN,

@@ -26,6 +26,7 @@ from api.schemas import (
     HealthSchema,
     LeaderboardQuerySchema,
     QuotaSchema,
+    ReadySchema,
     ScoresSchema,
     SubmissionListQuerySchema,
     SubmissionListSchema,
@@ -47,6 +48,7 @@ from evaluator.transport.dialects import DEFAULT_DIALECT
 from store.idempotency import DuplicateSubmission, KeyedSubmission, find_by_key
 from store.queries import CursorError
 from store.stats import TaskQueue, task_queues
+from usecases.boards.cache import boards_ready
 from usecases.boards.public import model_results
 from usecases.boards.viewing import board_for_viewer
 from usecases.compare import compare
@@ -83,7 +85,10 @@ ERRORS = {
     429: "quota_exceeded (the task's daily or total submission quota is used up; the message "
     "names which and when the daily one resets) or rate_limited (too many writes: retry "
     "after the seconds in Retry-After)",
+    503: "not_ready (the leaderboards are still being prepared after a start; retry after "
+    "the seconds in Retry-After) or database_unavailable",
 }
+READY_RETRY_AFTER_S = 1
 
 
 errors = error_docs(blp, ERRORS)
@@ -106,6 +111,25 @@ def submission_or_404(
 def health() -> dict[str, Any]:
     """Liveness and queue counts."""
     return {"status": "ok", "jobs": service().queries.job_counts()}
+
+
+@blp.route("/ready")
+@ok(ReadySchema)
+@errors(503)
+def ready() -> dict[str, Any]:
+    """Readiness, for a load balancer or an orchestrator (liveness is ``/health``): 200
+    once the database answers and every task's leaderboard has been prepared since the
+    start, so the first viewer sent here gets a prepared board; 503 ``not_ready`` until
+    then."""
+    service().queries.ping()  # an outage answers 503 database_unavailable
+    if not boards_ready(service()):
+        raise ApiError(
+            503,
+            "not_ready",
+            "the leaderboards are still being prepared after the start; try again shortly",
+            {"Retry-After": str(READY_RETRY_AFTER_S)},
+        )
+    return {"status": "ready"}
 
 
 @blp.route("/tasks")

@@ -269,6 +269,10 @@ class HealthSchema(OpenSchema):
     jobs = fields.Dict(keys=fields.String(), values=fields.Integer())
 
 
+class ReadySchema(OpenSchema):
+    status = fields.String(metadata={"description": "`ready`"})
+
+
 class TaskSchema(OpenSchema):
     name = fields.String()
     rounds = fields.List(fields.Dict())

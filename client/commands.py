@@ -7,6 +7,7 @@ import math
 import shlex
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -236,7 +237,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
     thread.start()
     boards_stop = threading.Event()
-    boards = _keep_boards_warm(service, boards_stop)
+    boards = _keep_boards_warm(service, boards_stop, base)
     try:
         while not signals.requested.wait(1.0) and thread.is_alive():
             pass  # the main thread only waits: signal handlers run here
@@ -258,12 +259,25 @@ def _in_background(work: Callable[[], object], name: str) -> None:
     threading.Thread(target=work, name=name, daemon=True).start()
 
 
-def _keep_boards_warm(service: Any, stop: threading.Event) -> threading.Thread:
-    """Every task's board prepared in the background, at start and as results land."""
+def _keep_boards_warm(service: Any, stop: threading.Event, base: str) -> threading.Thread:
+    """Every task's board prepared in the background, at start and as results land; a line
+    says when every one is (``/api/v1/ready`` answers 200 from then on)."""
     from usecases.boards.cache import keep_boards_warm
 
+    started = time.monotonic()
+
+    def ready() -> None:
+        took = time.monotonic() - started
+        print(
+            f"ready: every leaderboard prepared in {took:.1f} s ({base}/api/v1/ready)", flush=True
+        )
+
     thread = threading.Thread(
-        target=keep_boards_warm, args=(service, stop), name="boards", daemon=True
+        target=keep_boards_warm,
+        args=(service, stop),
+        kwargs={"on_ready": ready},
+        name="boards",
+        daemon=True,
     )
     thread.start()
     return thread

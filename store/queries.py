@@ -291,6 +291,11 @@ class Queries:
             if row["model_id"] not in pending
         ]
 
+    def ping(self) -> None:
+        """One round trip to the database (raises what its outage raises)."""
+        with self.db.session() as session:
+            session.execute(select(1))
+
     def job_counts(self) -> dict[str, int]:
         with self.db.session() as session:
             counts: dict[str, int] = {}

@@ -87,6 +87,10 @@ def test_serve_scores_the_examples_and_stops_on_sigint(
         # The server listens before the example images are built and the models scored.
         assert health["status"] == "ok"
         assert health["jobs"].get("done", 0) < len(catalog), health
+        # ready (for a load balancer) once every task's board is prepared, long before the
+        # examples are scored
+        ready = wait_until(lambda: get(base, "/ready"), UP_S, "readiness", proc)
+        assert ready == {"status": "ready"}
         wait_until(
             lambda: "queued: " in page(f"http://127.0.0.1:{port}/") or None,
             ALL_DONE_S,  # with Docker, the images are built before anything is queued
@@ -135,6 +139,7 @@ def test_serve_scores_the_examples_and_stops_on_sigint(
     lines = [line for line in output.splitlines() if line.startswith(("Dynaeval ", "queued "))]
     assert lines[0].startswith("Dynaeval leaderboards: open http://127.0.0.1:"), output[-3000:]
     assert output.index("Dynaeval API on") < output.index(queued)
+    assert "ready: every leaderboard prepared in " in output, output[-3000:]
     # on its way out, serve kept every task's board for the next start
     kept = Path(cli_env["DYNAEVAL_DATA_DIR"]) / "blobs" / "boards"
     assert {f"{entry['task']}.board" for entry in catalog} <= {p.name for p in kept.iterdir()}

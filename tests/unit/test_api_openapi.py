@@ -45,6 +45,7 @@ ERRORS = {
     ("/api/v1/submissions/{model_id}/cancel", "post"): {"401", "403", "404", "409", "429"},
     ("/api/v1/submissions/{model_id}/results/download", "get"): {"401", "403", "404", "422"},
     ("/api/v1/health", "get"): set(),
+    ("/api/v1/ready", "get"): set(),  # 503 not_ready: not a client error
     ("/api/v1/tasks", "get"): set(),
     # accounts (api/accounts.py)
     ("/api/v1/session", "post"): {"401", "403", "422", "429"},

@@ -112,6 +112,7 @@ READS_BOB_NLI = {"bob": 200, "carol": 200, "admin": 200}
 SUBMIT = {"name": "m", "runtime": {**DOCKER, "image": "ghcr.io/team/model:1"}}
 TABLE: list[tuple[str, str, Any, dict[str, int], int]] = [
     ("GET", "/api/v1/health", None, OK_ALL, 200),
+    ("GET", "/api/v1/ready", None, OK_ALL, 200),
     ("GET", "/api/v1/tasks", None, OK_ALL, 200),
     ("GET", "/api/v1/openapi.json", None, OK_ALL, 200),
     ("GET", "/api/v1/tasks/sentiment", None, OK_ALL, 200),

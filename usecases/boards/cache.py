@@ -133,6 +133,9 @@ class BoardCache:
         self.building = TaskLocks()  # one build per task at a time (see prepared)
         self.kept_tried: set[str] = set()  # tasks whose board kept by the last run was looked at
         self.kept: dict[str, Hashable] = {}  # task -> the key of its board as kept for a start
+        # readiness: set once keep_boards_warm has prepared every task's board after a start
+        self.warming = False  # a keep_boards_warm runs for this cache (see boards_ready)
+        self.warmed = threading.Event()
 
     def get(self, key: Hashable, build: Callable[[], PreparedBoard]) -> PreparedBoard:
         """The board under ``key``, built (outside the lock) when absent."""
@@ -192,6 +195,14 @@ def prepared(
     task's own when None), from the cache while they hold. ``warming``: asked for by
     ``keep_boards_warm``, not by a viewer."""
     return _prepared(service, task, round_weights, instance_memory_gib, warming=warming)[1]
+
+
+def boards_ready(service: Service) -> bool:
+    """Whether a viewer's first board is answered from a prepared one: every task's board
+    has been prepared (or read back) since ``keep_boards_warm`` started, or none runs (a
+    board is then prepared on the first request, as ever)."""
+    boards = cache_of(service)
+    return not boards.warming or boards.warmed.is_set()
 
 
 def _prepared(
@@ -276,19 +287,24 @@ def keep_boards_warm(
     *,
     keep_every_s: float = kept.WRITE_EVERY_S,
     clock: Callable[[], float] = time.monotonic,
+    on_ready: Callable[[], object] | None = None,
 ) -> None:
     """Prepare every task's board (its own weights) now, and again as its results change:
     within ``interval_s`` while viewers look at it (asked for within ``WARM_FOR_S``), within
     ``keep_every_s`` otherwise, until ``stop`` is set. Each board is kept for the next start
     (``usecases.boards.kept``) when it changed, at most every ``keep_every_s``, and once
-    more on the way out: the first viewer after a start or a new result finds it ready."""
+    more on the way out: the first viewer after a start or a new result finds it ready.
+    Once every board has been prepared, the service is ready (``boards_ready``) and
+    ``on_ready`` is called."""
     keeper = _Keeper(service, keep_every_s, clock)
+    keeper.boards.warming = True
     while not stop.is_set():
-        for task in list(service.tasks.values()):
-            if stop.is_set():
-                break
-            if keeper.due(task.name):
-                keeper.prepare(task)
+        pending = [task for task in service.tasks.values() if keeper.due(task.name)]
+        prepared = [keeper.prepare(task) for task in pending if not stop.is_set()]
+        if all(prepared) and len(prepared) == len(pending) and not keeper.boards.warmed.is_set():
+            keeper.boards.warmed.set()  # every board prepared once: ready (boards_ready)
+            if on_ready is not None:
+                on_ready()
         keeper.write_due()
         stop.wait(interval_s)
     for task in list(service.tasks.values()):  # results since a board's last preparation
@@ -320,16 +336,18 @@ class _Keeper:
         recent = viewed is not None and time.monotonic() - viewed < WARM_FOR_S
         return recent or now - self.prepared_at[task] >= self.every_s
 
-    def prepare(self, task: TaskSpec) -> None:
-        """Prepare ``task``'s board (its own weights); keep it later when it changed."""
+    def prepare(self, task: TaskSpec) -> bool:
+        """Prepare ``task``'s board (its own weights); keep it later when it changed. False:
+        it could not be prepared now."""
         try:
             key, board = _prepared(self.service, task, None, None, warming=True)
         except Exception:  # a store outage or a closing service: try again later
             LOG.debug("preparing %s's board failed; retrying", task.name, exc_info=True)
-            return
+            return False
         self.prepared_at[task.name] = self.clock()
         if self.boards.kept.get(task.name) != key:
             self.waiting[task.name] = (key, board)
+        return True
 
     def write_due(self, *, everything: bool = False) -> None:
         """Keep the boards waiting whose last write is ``every_s`` old (all: ``everything``)."""
