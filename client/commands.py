@@ -204,6 +204,7 @@ def _num(value: Any) -> Any:
 def cmd_serve(args: argparse.Namespace) -> int:
     from api.app import create_app
     from client.examples import check_example_runtime, queue_examples_in_background
+    from usecases.boards.cache import begin_warmup
 
     configure_logging(args.log_format, verbose=getattr(args, "verbose", False))
     service = open_service(args.allow_local_runtimes, args.allow_registry)
@@ -219,6 +220,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     service.start_workers(args.workers, grace_s=args.grace_s)
     if args.workers == 0:  # no worker here to reap a dead worker's sandboxes: serve does
         service.start_sandbox_reaper()
+    begin_warmup(service)  # /ready answers 503 until every board is prepared, from the start
     app = create_app(service)
     server = _http_server(args, app)
     base = f"http://{args.host}:{server.server_port}"

@@ -190,12 +190,13 @@ def test_a_database_outage_is_503_with_retry_after(
     client = app.test_client()
     with caplog.at_level(logging.WARNING, logger="api.errors"):
         public = client.get("/api/v1/health")
+        ready = client.get("/api/v1/ready")
         signed = client.get("/api/v1/submissions", headers={"Authorization": f"Bearer {token}"})
-    for response in (public, signed):
+    for response in (public, ready, signed):
         assert_error(response, 503, "database_unavailable")
         assert int(response.headers["Retry-After"]) > 0
     warnings = [r for r in caplog.records if r.name == "api.errors"]
-    assert len(warnings) == 2 and all(r.levelno == logging.WARNING for r in warnings)
+    assert len(warnings) == 3 and all(r.levelno == logging.WARNING for r in warnings)
     assert all(r.exc_info is None for r in warnings)
     text = caplog.text
     assert "database unavailable" in text and token not in text and "Traceback" not in text

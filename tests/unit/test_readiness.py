@@ -5,19 +5,22 @@ once every task's board is, so a load balancer sends the first viewer to a prepa
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
+from sqlalchemy.exc import OperationalError
 
 from api.app import create_app
 from configs.vocabulary.clock import ManualClock
 from tests.browser.seed import finish, result
 from usecases.boards import cache
-from usecases.boards.cache import boards_ready, keep_boards_warm
+from usecases.boards.cache import begin_warmup, boards_ready, keep_boards_warm
 from usecases.service import Service
 
 TASK = "sentiment"
@@ -90,27 +93,104 @@ def test_not_ready_while_a_board_is_being_prepared_then_ready(
         release.set()
         wait_for(lambda: client.get("/api/v1/ready").status_code == 200)
         assert boards_ready(service)
-        assert service.tasks[TASK].name in cache.cache_of(service).kept_tried
 
 
-def test_a_board_that_failed_to_prepare_keeps_it_not_ready_until_it_is(
+def outage() -> OperationalError:
+    return OperationalError("SELECT 1", {}, Exception("connection refused"))
+
+
+def test_a_database_outage_keeps_it_not_ready_until_the_board_is_prepared(
     service: Service, client: FlaskClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    failures = [RuntimeError("the database went away")] * 3
+    back = threading.Event()
+    attempts: list[str] = []
     real = cache.prepare_board
 
     def failing(task: Any, *args: Any, **kwargs: Any) -> Any:
-        if task.name == TASK and failures:
-            raise failures.pop()
+        if task.name == TASK and not back.is_set():
+            attempts.append(task.name)
+            raise outage()
         return real(task, *args, **kwargs)
 
     monkeypatch.setattr(cache, "prepare_board", failing)
     with warming(service):
-        wait_for(lambda: len(failures) < 3)  # the first attempt failed
-        if failures:  # still failing: not ready (after the third, it may be)
+        wait_for(lambda: len(attempts) >= 3)  # tried again and again, never ready
+        for _ in range(3):
             assert client.get("/api/v1/ready").status_code == 503
+        back.set()
         wait_for(lambda: client.get("/api/v1/ready").status_code == 200)
-    assert not failures
+
+
+def test_a_board_that_cannot_be_prepared_for_good_does_not_hold_the_service_unready(
+    service: Service,
+    client: FlaskClient,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A task whose results this code cannot read fails for its viewers either way: every
+    other board, and the rest of the API, must not wait for it."""
+    real = cache.prepare_board
+    attempts: list[str] = []
+
+    def broken(task: Any, *args: Any, **kwargs: Any) -> Any:
+        if task.name == TASK:
+            attempts.append(task.name)
+            raise ValueError("a result this code cannot read")
+        return real(task, *args, **kwargs)
+
+    monkeypatch.setattr(cache, "prepare_board", broken)
+    with caplog.at_level(logging.DEBUG, logger=cache.LOG.name), warming(service):
+        wait_for(lambda: client.get("/api/v1/ready").status_code == 200)
+        wait_for(lambda: len(attempts) >= 3)  # still tried again
+    said = [r for r in caplog.records if r.levelno == logging.WARNING and TASK in r.getMessage()]
+    assert len(said) == 1, said  # said once, not every two seconds
+
+
+@dataclasses.dataclass
+class FlakyTasks(Mapping[str, Any]):
+    """A task catalog whose first ``failures`` reads fail as a database outage does."""
+
+    tasks: Mapping[str, Any]
+    failures: int
+
+    def _read(self) -> Mapping[str, Any]:
+        if self.failures > 0:
+            self.failures -= 1
+            raise outage()
+        return self.tasks
+
+    def __getitem__(self, name: str) -> Any:
+        return self._read()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+
+def test_an_outage_while_reading_the_task_list_does_not_end_the_warm_up(
+    service: Service, client: FlaskClient
+) -> None:
+    flaky = dataclasses.replace(service, tasks=FlakyTasks(service.tasks, failures=3))
+    with warming(flaky) as warmer:
+        wait_for(lambda: flaky.tasks.failures == 0)  # type: ignore[attr-defined]
+        assert warmer.is_alive()
+        assert client.get("/api/v1/ready").status_code in (200, 503)
+        wait_for(lambda: client.get("/api/v1/ready").status_code == 200)
+
+
+def test_not_ready_from_the_moment_serve_begins_the_warm_up(
+    service: Service, client: FlaskClient
+) -> None:
+    """``serve`` says so before it listens: no request finds it ready before the warm-up
+    thread has even started."""
+    begin_warmup(service)
+    assert client.get("/api/v1/ready").status_code == 503
+    with warming(service):
+        wait_for(lambda: client.get("/api/v1/ready").status_code == 200)
+    begin_warmup(service)  # a warm-up begun again (another start on this database)
+    assert client.get("/api/v1/ready").status_code == 503
 
 
 def test_ready_stays_ready_once_every_board_was_prepared(

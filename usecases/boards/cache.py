@@ -21,6 +21,7 @@ read back instead of prepared when nothing it depends on changed meanwhile.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from configs.schema import TaskSpec
 from configs.vocabulary.results import BoardRow
 from store.db import Database
+from store.outages import DATABASE_OUTAGES
 from store.queries import ResultsMarks
 from usecases.boards import kept
 from usecases.boards.assemble import default_round_weights, reweighted
@@ -133,8 +135,10 @@ class BoardCache:
         self.building = TaskLocks()  # one build per task at a time (see prepared)
         self.kept_tried: set[str] = set()  # tasks whose board kept by the last run was looked at
         self.kept: dict[str, Hashable] = {}  # task -> the key of its board as kept for a start
-        # readiness: set once keep_boards_warm has prepared every task's board after a start
-        self.warming = False  # a keep_boards_warm runs for this cache (see boards_ready)
+        # readiness (boards_ready): the warm-up began, which tasks' boards have settled since
+        # (prepared, or failed for good), and whether every one has
+        self.warming = False
+        self.settled: set[str] = set()
         self.warmed = threading.Event()
 
     def get(self, key: Hashable, build: Callable[[], PreparedBoard]) -> PreparedBoard:
@@ -197,10 +201,21 @@ def prepared(
     return _prepared(service, task, round_weights, instance_memory_gib, warming=warming)[1]
 
 
+def begin_warmup(service: Service) -> None:
+    """Say that ``keep_boards_warm`` is about to prepare every task's board: not ready
+    (``boards_ready``) until each has. ``serve`` calls it before it listens, so no request
+    finds the service ready before the warm-up has begun."""
+    boards = cache_of(service)
+    boards.warmed.clear()
+    boards.settled.clear()
+    boards.warming = True
+
+
 def boards_ready(service: Service) -> bool:
     """Whether a viewer's first board is answered from a prepared one: every task's board
-    has been prepared (or read back) since ``keep_boards_warm`` started, or none runs (a
-    board is then prepared on the first request, as ever)."""
+    has been prepared (or read back) since the warm-up began, or none is under way (a board
+    is then prepared on its first request, as ever). A board that fails for another reason
+    than a database outage counts as settled: its viewers get the error either way."""
     boards = cache_of(service)
     return not boards.warming or boards.warmed.is_set()
 
@@ -297,18 +312,23 @@ def keep_boards_warm(
     Once every board has been prepared, the service is ready (``boards_ready``) and
     ``on_ready`` is called."""
     keeper = _Keeper(service, keep_every_s, clock)
-    keeper.boards.warming = True
+    begin_warmup(service)
     while not stop.is_set():
-        pending = [task for task in service.tasks.values() if keeper.due(task.name)]
-        prepared = [keeper.prepare(task) for task in pending if not stop.is_set()]
-        if all(prepared) and len(prepared) == len(pending) and not keeper.boards.warmed.is_set():
-            keeper.boards.warmed.set()  # every board prepared once: ready (boards_ready)
-            if on_ready is not None:
+        try:  # the task list itself is read from the store: an outage must not end the loop
+            for task in list(service.tasks.values()):
+                if stop.is_set():
+                    break
+                if keeper.due(task.name):
+                    keeper.prepare(task)
+            if keeper.ready_now() and on_ready is not None:
                 on_ready()
+        except Exception:
+            LOG.warning("preparing the boards failed; retrying", exc_info=True)
         keeper.write_due()
         stop.wait(interval_s)
-    for task in list(service.tasks.values()):  # results since a board's last preparation
-        keeper.prepare(task)
+    with contextlib.suppress(Exception):  # results since a board's last preparation
+        for task in list(service.tasks.values()):
+            keeper.prepare(task)
     keeper.write_due(everything=True)
 
 
@@ -326,6 +346,7 @@ class _Keeper:
         self.started = clock()
         self.written_at: dict[str, float] = {}
         self.waiting: dict[str, tuple[Hashable, PreparedBoard]] = {}
+        self.failed: set[str] = set()  # tasks whose last preparation failed (said once)
 
     def due(self, task: str) -> bool:
         """Never prepared, looked at lately, or not prepared for ``every_s``."""
@@ -336,17 +357,33 @@ class _Keeper:
         recent = viewed is not None and time.monotonic() - viewed < WARM_FOR_S
         return recent or now - self.prepared_at[task] >= self.every_s
 
-    def prepare(self, task: TaskSpec) -> bool:
-        """Prepare ``task``'s board (its own weights); keep it later when it changed. False:
-        it could not be prepared now."""
+    def prepare(self, task: TaskSpec) -> None:
+        """Prepare ``task``'s board (its own weights); keep it later when it changed. Settled
+        for readiness when prepared, or when it fails for another reason than a database
+        outage (a viewer would get the same error: the service is ready without it)."""
         try:
             key, board = _prepared(self.service, task, None, None, warming=True)
-        except Exception:  # a store outage or a closing service: try again later
+        except DATABASE_OUTAGES:  # try again later; not ready meanwhile
             LOG.debug("preparing %s's board failed; retrying", task.name, exc_info=True)
-            return False
+            return
+        except Exception:  # e.g. results this code cannot read: tried again, said once
+            log = LOG.debug if task.name in self.failed else LOG.warning
+            log("%s's board cannot be prepared; retrying", task.name, exc_info=True)
+            self.failed.add(task.name)
+            self.boards.settled.add(task.name)
+            return
+        self.failed.discard(task.name)
+        self.boards.settled.add(task.name)
         self.prepared_at[task.name] = self.clock()
         if self.boards.kept.get(task.name) != key:
             self.waiting[task.name] = (key, board)
+
+    def ready_now(self) -> bool:
+        """True once, when every task's board has settled since the warm-up began."""
+        boards = self.boards
+        if boards.warmed.is_set() or not set(self.service.tasks) <= boards.settled:
+            return False
+        boards.warmed.set()
         return True
 
     def write_due(self, *, everything: bool = False) -> None:
