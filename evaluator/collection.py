@@ -28,6 +28,7 @@ from configs.schema import TaskSpec
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from configs.vocabulary.examples import Example, Prediction
 from configs.vocabulary.failures import FailureCode
+from configs.vocabulary.runtimes import StoredRuntime
 from evaluator.errors import EXIT_SYMPTOMS, EvaluationError
 from evaluator.runtimes.factory import make_runtime
 from evaluator.runtimes.runtime import Runtime
@@ -46,7 +47,7 @@ class LiveModel:
     """A model to answer writers: ``runtime`` and ``image_id`` are its ``models`` row's columns."""
 
     model_id: str
-    runtime: Mapping[str, Any]
+    runtime: StoredRuntime
     image_id: str | None
 
 

@@ -44,6 +44,7 @@ from sqlalchemy.sql.dml import Insert
 
 from configs.vocabulary.capabilities import Capabilities, Requirements
 from configs.vocabulary.jobs import JobStatus
+from configs.vocabulary.runtimes import StoredRuntime
 from store.models import AttemptRow, JobRow, ModelRow
 
 FAIR_SHARE_WINDOW = timedelta(hours=1)  # how far back the jobs a submitter started count
@@ -126,7 +127,7 @@ class Claimable(NamedTuple):
 
     id: str
     requirements: Mapping[str, Any] | None
-    runtime: Mapping[str, Any] | None
+    runtime: StoredRuntime | None
 
 
 class Claimed(NamedTuple):

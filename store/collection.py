@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
 from configs.vocabulary.refusals import Refused
+from configs.vocabulary.runtimes import StoredRuntime
 from metrics.outputs import get_output_type
 from store.db import Database
 from store.locks import named_lock
@@ -335,7 +336,7 @@ class Collection:
                 LoopModel(
                     model_id,
                     model.name if model else model_id,
-                    dict(model.runtime) if model else {},
+                    StoredRuntime(**model.runtime) if model else StoredRuntime(),
                     model.image_id if model else None,
                     *unhealthy.get(model_id, (None, None)),
                 )

@@ -35,6 +35,7 @@ from configs.vocabulary.jobs import (
     job_spec,
 )
 from configs.vocabulary.results import EvaluationResult, Failure
+from configs.vocabulary.runtimes import StoredRuntime
 from store.claims import (
     Claimable,
     Claimed,
@@ -81,7 +82,7 @@ class ClaimedJob:
     id: str
     model_id: str | None  # None for a round's job (an adversary run)
     task: str
-    runtime: dict[str, Any]
+    runtime: StoredRuntime
     attempt: int
     max_attempts: int
     lease: str  # this claim's token: heartbeats and outcomes present it
@@ -124,7 +125,7 @@ class JobStore(LeaseRecovery, LateResults):
         self,
         task: str,
         name: str,
-        runtime: dict[str, Any],
+        runtime: StoredRuntime,
         *,
         image_id: str | None = None,
         owner_id: str | None = None,
@@ -173,7 +174,7 @@ class JobStore(LeaseRecovery, LateResults):
             session.add(job)
         return job
 
-    def start_held(self, model_id: str, runtime: dict[str, Any] | None = None) -> bool:
+    def start_held(self, model_id: str, runtime: StoredRuntime | None = None) -> bool:
         """Let a held job run now, with ``runtime`` as its model's runtime when given. False
         when the model has no held job (it was cancelled meanwhile, say)."""
         with self.db.session() as session, session.begin():
@@ -430,7 +431,7 @@ def _claimed(claimed: Claimed, found: Claimable, token: str) -> ClaimedJob:
         claimed.id,
         claimed.model_id,
         claimed.task,
-        dict(found.runtime or {}),
+        StoredRuntime(**(found.runtime or {})),
         claimed.attempts,
         claimed.max_attempts,
         token,

@@ -22,6 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from configs.vocabulary.results import RoundRow, ScoreKey, SliceRow
+from configs.vocabulary.runtimes import StoredRuntime
 
 SCORE_KEY_COLUMNS = tuple(field.name for field in dataclasses.fields(ScoreKey))
 
@@ -52,7 +53,7 @@ class ModelRow(Base):
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     task: Mapped[str] = mapped_column(ForeignKey("tasks.name"), index=True)
     name: Mapped[str] = mapped_column(String(128))
-    runtime: Mapped[dict[str, Any]] = mapped_column(JSON)
+    runtime: Mapped[StoredRuntime] = mapped_column(JSON)
     image_id: Mapped[str | None] = mapped_column(String(128))
     created_at: Mapped[datetime]
     # The submitter; None for rows from before accounts existed (visible to admins only).

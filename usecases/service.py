@@ -20,6 +20,7 @@ from configs.paths import CONFIG_DIR
 from configs.schema import TaskSpec
 from configs.settings import load_settings
 from configs.vocabulary.clock import SYSTEM_CLOCK, Clock
+from configs.vocabulary.runtimes import StoredRuntime
 from configs.yamltext import parse_yaml
 from evaluator.collection import LivePool
 from evaluator.inputs.datasets import load_examples
@@ -288,7 +289,7 @@ def example_image(entry: dict[str, Any]) -> str:
     return f"dynaeval-example/{entry['dir']}{suffix}:latest"
 
 
-def example_runtime(entry: dict[str, Any], kind: str) -> dict[str, Any]:
+def example_runtime(entry: dict[str, Any], kind: str) -> StoredRuntime:
     """The runtime spec of an example model for the ``process`` or ``docker`` runtime."""
     if kind == "docker":
         return DockerSpec(image=example_image(entry)).to_dict()

@@ -16,6 +16,7 @@ from configs.schema import TaskSpec
 from configs.vocabulary.examples import Example, Prediction
 from configs.vocabulary.jobs import AdversaryCheckpoint, AdversaryRun, Seed, UnreadableSpec
 from configs.vocabulary.results import EvaluationResult
+from configs.vocabulary.runtimes import StoredRuntime
 from evaluator.adversary import FIRST_SOURCE, AdversarySettings, Proposal, adversary_search
 from evaluator.collection import LiveModel, LivePool, pinned_spec, start_ready
 from evaluator.runtimes.runtime import Runtime
@@ -82,7 +83,7 @@ def _live_models(context: JobContext, model_ids: Sequence[str]) -> dict[str, Liv
     with context.store.db.session() as session:
         rows = [session.get(ModelRow, model_id) for model_id in model_ids]
     return {
-        row.id: LiveModel(row.id, dict(row.runtime), row.image_id)
+        row.id: LiveModel(row.id, StoredRuntime(**row.runtime), row.image_id)
         for row in rows
         if row is not None
     }

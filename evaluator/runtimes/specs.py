@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from configs.vocabulary.registry import Registry
+from configs.vocabulary.runtimes import StoredRuntime
 from evaluator.runtimes.docker.references import check_registry_reference
 from evaluator.transport.dialects import DEFAULT_DIALECT, get_dialect
 from store.blobs import check_key
@@ -42,11 +43,14 @@ class _Spec:
     def __post_init__(self) -> None:
         get_dialect(self.protocol)  # an unknown dialect is refused with a suggestion
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> StoredRuntime:
         """The stored JSON form: ``kind`` first, fields left unset omitted."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         stored = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
-        return {"kind": self.kind, **{k: v for k, v in stored.items() if v is not None}}
+        # the fields are StoredRuntime's keys (a test holds them): built by name, so cast
+        return cast(
+            StoredRuntime, {"kind": self.kind, **{k: v for k, v in stored.items() if v is not None}}
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,7 +119,7 @@ class DockerSpec(_Spec):
         elif not self.image:
             raise ValueError("a docker runtime needs 'image'")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> StoredRuntime:
         stored = super().to_dict()
         stored["source"] = self.source.value
         return stored

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+
+from configs.vocabulary.runtimes import StoredRuntime
 
 RESTART_AFTER_S = 60.0  # a model that stopped answering is tried again (started anew) after
 
@@ -18,7 +19,7 @@ class LoopModel:
 
     id: str
     name: str
-    runtime: Mapping[str, Any]
+    runtime: StoredRuntime
     image_id: str | None
     unhealthy: str | None = None
     unhealthy_since: datetime | None = None  # None with a reason: marked before times were kept

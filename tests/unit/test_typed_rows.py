@@ -96,3 +96,27 @@ def test_a_slice_report_is_stored_as_its_declared_row_in_order() -> None:
     ]  # fmt: skip
     assert (row["round"], row["dataset"], row["column"]) == ("r1", "test", column)
     assert row["sizes"] == {"a": 8, "b": 4} and row["worst_group"] in {"a", "b"}
+
+
+def test_a_stored_runtime_declares_every_field_of_every_runtime_spec() -> None:
+    """``StoredRuntime`` is the JSON every ``RuntimeSpec.to_dict`` writes: its keys are the
+    specs' fields and ``kind``, and its kinds and sources are theirs."""
+    from dataclasses import fields
+    from typing import get_args
+
+    from configs.vocabulary.runtimes import StoredRuntime
+    from evaluator.runtimes.specs import RUNTIME_SPECS, DockerSource, DockerSpec, ProcessSpec
+
+    hints = get_type_hints(StoredRuntime)
+    declared = set(StoredRuntime.__optional_keys__)
+    kinds = RUNTIME_SPECS.names()
+    written = {"kind"} | {f.name for kind in kinds for f in fields(RUNTIME_SPECS.get(kind))}
+    assert declared == written
+    assert set(get_args(hints["kind"])) == set(kinds)
+    assert set(get_args(hints["source"])) == {source.value for source in DockerSource}
+    stored = DockerSpec(image="dynaeval-example/cpu_1ms:latest").to_dict()
+    assert set(stored) <= declared and stored["kind"] == "docker"
+    assert ProcessSpec(command=("python", "m.py"), cwd=".").to_dict()["command"] == [
+        "python",
+        "m.py",
+    ]
