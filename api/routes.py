@@ -41,6 +41,7 @@ from api.schemas import (
 )
 from api.schemas_board import ComparisonSchema, LeaderboardSchema
 from configs.schema import TaskSpec
+from configs.vocabulary.boards import Leaderboard
 from configs.vocabulary.capabilities import BadRequirements, Requirements
 from configs.vocabulary.idempotency import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY
 from configs.vocabulary.refusals import Refused
@@ -166,7 +167,7 @@ def get_leaderboard(
     instance_memory: float | None = None,
     limit: int = LEADERBOARD_PAGE,
     offset: int = 0,
-) -> dict[str, Any]:
+) -> Leaderboard:
     """Models ranked by Dynascore under the viewer's weights (axes not named keep the
     task's default view's weights, or the task's own when it has none), a page at a time:
     ``limit`` models from rank position ``offset`` (``total_models`` says how many)."""

@@ -8,7 +8,7 @@ import shlex
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -413,6 +413,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     if args.server:
         from client.sdk import ApiClientError, DynaevalClient
 
+        board: Mapping[str, Any]
         try:
             board = DynaevalClient(args.server).leaderboard(
                 args.task, args.weights, rounds=args.rounds

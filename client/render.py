@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -133,7 +133,7 @@ def comparison(found: dict[str, Any]) -> str:
     return text
 
 
-def leaderboard(board: dict[str, Any]) -> str:
+def leaderboard(board: Mapping[str, Any]) -> str:
     rows = [
         [
             m["rank"],

@@ -16,7 +16,7 @@ import argparse
 import math
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -321,7 +321,7 @@ class Remote(Backend):
         return found
 
 
-def _entry_of(board: dict[str, Any], model_id: str) -> dict[str, Any] | None:
+def _entry_of(board: Mapping[str, Any], model_id: str) -> dict[str, Any] | None:
     found: dict[str, Any] | None = next(
         (m for m in board.get("models", []) if m.get("model_id") == model_id), None
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypedDict
@@ -39,7 +40,7 @@ class NewSnapshot:
     """A leaderboard as it is now, with what it was computed from."""
 
     task: str
-    leaderboard: dict[str, Any]
+    leaderboard: Mapping[str, Any]
     weights: dict[str, float]
     round_weights: dict[str, float]
     dataset_hashes: dict[str, str]
@@ -73,7 +74,7 @@ class SavedSnapshot(TypedDict):
     dataset_hashes: dict[str, str]
     code_version: str
     owner_id: str | None
-    leaderboard: dict[str, Any]
+    leaderboard: Mapping[str, Any]
 
 
 def slugify(name: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from flask import Response
@@ -113,7 +114,7 @@ def leaderboard_download(
     return _attachment(leaderboard_csv(board), "text/csv", f"{name}.csv")
 
 
-def leaderboard_csv(board: dict[str, Any]) -> str:
+def leaderboard_csv(board: Mapping[str, Any]) -> str:
     """One row per model (ranked first, then unranked with the reason)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -291,7 +292,7 @@ def _downloads(task: TaskSpec, query: dict[str, str]) -> dict[str, str]:
     }
 
 
-def _shares(board: dict[str, Any], weights: dict[str, float]) -> dict[str, float]:
+def _shares(board: Mapping[str, Any], weights: dict[str, float]) -> dict[str, float]:
     """The normalised weights the Dynascore used (axes with a usable AMRS)."""
     amrs = board.get("amrs") or {}
     kept = {a: w for a, w in weights.items() if w > 0 and (amrs.get(a) or 0) > 0}
@@ -299,7 +300,7 @@ def _shares(board: dict[str, Any], weights: dict[str, float]) -> dict[str, float
     return {a: w / total for a, w in kept.items()} if total else {}
 
 
-def rank_notes(board: dict[str, Any]) -> dict[str, str]:
+def rank_notes(board: Mapping[str, Any]) -> dict[str, str]:
     """``model id -> "2–5"``, the 95 % rank interval, for the models whose rank is uncertain
     (the API's ``rank_interval``); a model whose interval is its rank has no note."""
     notes = {}
@@ -310,7 +311,7 @@ def rank_notes(board: dict[str, Any]) -> dict[str, str]:
     return notes
 
 
-def _huge(board: dict[str, Any]) -> bool:
+def _huge(board: Mapping[str, Any]) -> bool:
     return any(abs(m["dynascore"]) >= 1000 for m in board.get("models") or [])
 
 

@@ -120,3 +120,30 @@ def test_a_stored_runtime_declares_every_field_of_every_runtime_spec() -> None:
         "python",
         "m.py",
     ]
+
+
+def test_a_leaderboard_and_its_entries_are_their_declared_dicts_in_order(tmp_path: Path) -> None:
+    """The board the use cases hand out is ``Leaderboard`` key for key, its models
+    ``BoardEntry`` (the JSON's order: the API's answer is unchanged), its page form
+    ``PageBoard``."""
+    from configs.vocabulary.boards import BoardEntry, Leaderboard, PageBoard, RoundEntry
+    from dynascore.weights import Weights
+    from usecases.boards.page import board as page_board
+    from usecases.boards.viewing import board_for_viewer
+
+    service = make_service(tmp_path)
+    try:
+        for name, performance in (("a", 80.0), ("b", 70.0)):
+            axes = {"throughput": 10.0, "memory": 1.0, "robustness": 90.0, "fairness": 90.0}
+            finished(service, name, {"performance": performance, **axes})
+        task = service.tasks["sentiment"]
+        board = board_for_viewer(service, task)
+        page = page_board(service, task, Weights(dict(task.weights)), {"r1": 1.0})
+    finally:
+        service.close()
+    assert list(board) == list(get_type_hints(Leaderboard))
+    assert list(page) == list(get_type_hints(PageBoard))
+    assert len(board["models"]) == 2
+    for entry in board["models"]:
+        assert list(entry) == list(get_type_hints(BoardEntry))
+        assert all(list(one) == list(get_type_hints(RoundEntry)) for one in entry["rounds"])

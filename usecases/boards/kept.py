@@ -21,13 +21,14 @@ import json
 import logging
 from collections.abc import Hashable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, TypeVar, cast, overload
 
 import numpy as np
 import pandas as pd
 
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
+from configs.vocabulary.boards import BoardEntry
 from dynascore.resolution import Resolution
 from store.blobs import BlobNotFound
 from usecases.boards.leaderboard import PreparedBoard
@@ -39,6 +40,7 @@ TAG_BYTES = 32
 PURPOSE = b"kept board"  # what the server's key signs here (Sealer.mac)
 WRITE_EVERY_S = 30.0  # at most one write per task this often while results keep landing
 LOG = logging.getLogger(__name__)
+Row = TypeVar("Row")
 _ENCODER = json.JSONEncoder(check_circular=False)
 # the code a prepared board's numbers come from: a board kept by other code is not used
 _SOURCES = (
@@ -50,32 +52,33 @@ _SOURCES = (
 )
 
 
-class LazyRows(Sequence[dict[str, Any]]):
+class LazyRows(Sequence[Row]):
     """Rows kept as their JSON text, each decoded the first time it is read (read-only, as a
-    prepared board's rows are; two threads decoding the same row at once get equal rows)."""
+    prepared board's rows are; two threads decoding the same row at once get equal rows).
+    The rows are what the board wrote (``encode``): their type is the caller's word."""
 
     def __init__(self, lines: list[bytes]) -> None:
         self._lines = lines
-        self._rows: list[dict[str, Any] | None] = [None] * len(lines)
+        self._rows: list[Row | None] = [None] * len(lines)
 
     def __len__(self) -> int:
         return len(self._lines)
 
     @overload
-    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    def __getitem__(self, index: int) -> Row: ...
 
     @overload
-    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, index: slice) -> list[Row]: ...
 
-    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         row = self._rows[index]
         if row is None:
-            row = self._rows[index] = json.loads(self._lines[index])
+            row = self._rows[index] = cast(Row, json.loads(self._lines[index]))
         return row
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[Row]:
         return (self[i] for i in range(len(self)))
 
 
@@ -165,7 +168,7 @@ def decode(task: TaskSpec, payload: bytes, digest: str) -> PreparedBoard | None:
             {axis: np.array(header["units"][axis], dtype=float) for axis in AXES}, index=ids
         ),
         amrs=header["amrs"],
-        entries=LazyRows(lines[1 : 1 + entries]),
+        entries=LazyRows[BoardEntry](lines[1 : 1 + entries]),
         performance_ci=pd.DataFrame(
             {side: np.array(ci[side], dtype=float) for side in ("low", "high")}, index=ids
         ),
@@ -173,7 +176,7 @@ def decode(task: TaskSpec, payload: bytes, digest: str) -> PreparedBoard | None:
         rates=pd.Series(header["rates"], dtype=float),
         resolution={axis: Resolution(**value) for axis, value in header["resolution"].items()},
         warnings=header["warnings"],
-        source_rows=LazyRows(lines[1 + entries :]),
+        source_rows=LazyRows[dict[str, Any]](lines[1 + entries :]),
     )
 
 

@@ -14,6 +14,14 @@ import pandas as pd
 
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
+from configs.vocabulary.boards import (
+    BoardEntry,
+    BoardWarning,
+    FlipWeight,
+    Leaderboard,
+    TieGroup,
+    UnrankedEntry,
+)
 from configs.vocabulary.results import BoardRow
 from dynascore.dynascore import (
     effective_weights,
@@ -72,7 +80,7 @@ def leaderboard(
     *,
     offset: int = 0,
     limit: int | None = None,
-) -> dict[str, Any]:
+) -> Leaderboard:
     """Ranked models with their axes, units and per-round breakdown, their tie groups at
     95 % and, per adjacent pair, the one-axis weight change that would swap it. With the
     task's ``current_hashes``, a model scored on other data is marked partial (it is
@@ -100,27 +108,25 @@ class PreparedBoard:
     performance: np.ndarray
     units: pd.DataFrame
     amrs: dict[str, float | None]
-    entries: Sequence[dict[str, Any]]  # a list, or rows decoded as read (a kept board)
+    entries: Sequence[BoardEntry]  # a list, or rows decoded as read (a kept board)
     performance_ci: pd.DataFrame
-    unranked: list[dict[str, Any]]
+    unranked: list[UnrankedEntry]
     rates: pd.Series = field(repr=False)
     resolution: dict[str, Resolution] = field(default_factory=dict)
-    warnings: list[dict[str, Any]] = field(default_factory=list)  # see usecases.boards.measurement
+    warnings: list[BoardWarning] = field(default_factory=list)  # see usecases.boards.measurement
     # the rows it was prepared from, and what pages derive from them once per board
     source_rows: Sequence[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
     derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    def render(
-        self, weights: Weights, *, offset: int = 0, limit: int | None = None
-    ) -> dict[str, Any]:
+    def render(self, weights: Weights, *, offset: int = 0, limit: int | None = None) -> Leaderboard:
         """The leaderboard JSON under ``weights``: the ranked models from ``offset``, at most
         ``limit`` of them (all without a limit), with the tie groups that touch that page and
         the flip weights of its adjacent pairs (the pair across the page's lower edge
         included). The scores and ranks are computed over every model, so a page's ranks
         are the full board's; only the per-model objects are built for the page alone."""
-        ranked: list[dict[str, Any]] = []
-        groups: list[dict[str, Any]] = []
-        flips: list[dict[str, Any]] = []
+        ranked: list[BoardEntry] = []
+        groups: list[TieGroup] = []
+        flips: list[FlipWeight] = []
         total = len(self.ids)
         start = min(max(0, offset), total)
         stop = total if limit is None else min(total, start + max(0, limit))
@@ -171,7 +177,7 @@ class PreparedBoard:
 
     def _ranked(
         self, ranking: pd.DataFrame, start: int, stop: int
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    ) -> tuple[list[BoardEntry], list[TieGroup]]:
         """The entries ranked ``start``..``stop`` with their rank, Dynascore and tie fields;
         the tie groups those entries belong to (each whole)."""
         stable = tie_groups(ranking, self.performance_ci)  # over every model: groups chain
@@ -184,23 +190,28 @@ class PreparedBoard:
         group_of = group_all[page].tolist()
         bounds = np.column_stack([stable["dynascore_low"], stable["dynascore_high"]])[page]
         intervals = np.round(bounds, 6).tolist()
-        static = map(self.entries.__getitem__, ranking["position"].to_numpy()[page].tolist())
+        static = [self.entries[at] for at in ranking["position"].to_numpy()[page].tolist()]
         known = stable["has_interval"].to_numpy()[page].tolist()
         best, worst = rank_intervals(stable["dynascore_low"], stable["dynascore_high"])
         rank_spans = np.column_stack([best, worst])[page].tolist()
         columns = zip(
             static, rank_of, scores, readable, group_of, intervals, known, rank_spans, strict=True
         )
-        entries = [  # {**entry, ...} keeps the key order: the keys are already there
-            {
-                **entry,
-                "rank": r,
-                "dynascore": d,
-                "score": s,
-                "tie_group": g,
-                "dynascore_ci": ci if k else None,
-                "rank_interval": span if k else None,  # unknown without its own interval
-            }
+        # {**entry, ...} keeps the key order: the keys are already there (zip of eight
+        # gives mypy no types: the entry is a BoardEntry, the fields below its own)
+        entries = [
+            cast(
+                BoardEntry,
+                {
+                    **entry,
+                    "rank": r,
+                    "dynascore": d,
+                    "score": s,
+                    "tie_group": g,
+                    "dynascore_ci": ci if k else None,
+                    "rank_interval": span if k else None,  # unknown without its own interval
+                },
+            )
             for entry, r, d, s, g, ci, k, span in columns
         ]
         if not entries:  # a page past the end
@@ -209,7 +220,7 @@ class PreparedBoard:
         return entries, _groups(page_ids, group_of, group_all, ranking["rank"].to_numpy())
 
 
-def _unmeasured_warnings(task: TaskSpec, weights: Weights) -> list[dict[str, Any]]:
+def _unmeasured_warnings(task: TaskSpec, weights: Weights) -> list[BoardWarning]:
     """A weight on an axis the task measures no model on counts for nothing: say so."""
     weighed = [axis for axis in task.unmeasured_axes if weights.values.get(axis, 0) > 0]
     if not weighed:
@@ -250,7 +261,7 @@ def prepare_board(
     values, complete, incomplete = _split(rows)
     ids = pd.Index([row["model_id"] for row in complete], dtype=object)
     table = pd.DataFrame(values, index=ids, columns=list(AXES))
-    unranked = [
+    unranked: list[UnrankedEntry] = [
         {
             "model_id": row["model_id"],
             "name": row["name"],
@@ -273,9 +284,9 @@ def prepare_board(
     ranked_memory = (memory - coarse["memory"]).tolist()
     hashes = sorted(current_hashes.items()) if current_hashes is not None else []
     p, t, m, r, f = AXES
-    entries = []
+    entries: list[BoardEntry] = []
     for i, row in enumerate(complete):
-        entry = {
+        entry: dict[str, Any] = {  # axis keys by name: cast below, its keys held by a test
             "rank": None,
             "model_id": row["model_id"],
             "name": row["name"],
@@ -322,7 +333,7 @@ def prepare_board(
         entry["conditions"] = fingerprint(
             row
         )  # the measurement's group (usecases.boards.measurement)
-        entries.append(entry)
+        entries.append(cast(BoardEntry, entry))
     return PreparedBoard(
         task=task,
         instance_memory_gib=memory,
@@ -374,7 +385,7 @@ def _split(
 
 def _groups(
     ids: list[str], group_of: list[int], group_all: np.ndarray, rank_all: np.ndarray
-) -> list[dict[str, Any]]:
+) -> list[TieGroup]:
     """One object per tie group on the page (``ids``, their ``group_of``), top first: its
     number, its models on the page, its whole rank range and size (``group_all`` and
     ``rank_all`` are over the whole ranking, where groups are contiguous runs)."""
@@ -422,7 +433,7 @@ def _interval(value: Any) -> tuple[float, float]:
     return math.nan, math.nan
 
 
-def _flips(scored: pd.DataFrame, weights: Weights) -> list[dict[str, Any]]:
+def _flips(scored: pd.DataFrame, weights: Weights) -> list[FlipWeight]:
     """Per adjacent pair, the one-axis weight change that swaps it (nulls when none does)."""
     table = flip_weights(scored, weights)
     numbers = _nullable(table[["weight", "delta"]].to_numpy(dtype=float))

@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from configs.vocabulary.boards import BoardWarning
+
 UNKNOWN = "unknown"
 UNKNOWN_LABEL = "unknown: measured before conditions were recorded"
 OFFLINE, SINGLE_STREAM = "offline", "single_stream"
@@ -55,9 +57,9 @@ def condition_groups(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def warnings_for(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def warnings_for(rows: Sequence[Mapping[str, Any]]) -> list[BoardWarning]:
     """The board's warnings over its ranked ``rows`` (empty when they compare fairly)."""
-    found: list[dict[str, Any]] = []
+    found: list[BoardWarning] = []
     groups = condition_groups(rows)
     if len(groups) > 1:
         found.append(_mixed_conditions(groups))
@@ -78,7 +80,7 @@ def warnings_for(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
-def _mixed_conditions(groups: list[dict[str, Any]]) -> dict[str, Any]:
+def _mixed_conditions(groups: list[dict[str, Any]]) -> BoardWarning:
     unknown = sum(g["models"] for g in groups if g["fingerprint"] == UNKNOWN)
     message = (
         f"The ranked models were measured under {len(groups)} different conditions: "

@@ -16,6 +16,7 @@ from typing import Any
 
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
+from configs.vocabulary.boards import PageBoard
 from dynascore.weights import Weights
 from usecases.boards.assemble import (
     METRIC_LABELS,
@@ -58,13 +59,17 @@ def board(
     weights: Weights,
     round_weights: Mapping[str, float],
     instance_memory_gib: float | None = None,
-) -> dict[str, Any]:
+) -> PageBoard:
     """The API's leaderboard for these weights (every model), with whether its Dynascore is
     defined; from the prepared board the API's leaderboard route uses too."""
     result = prepared(service, task, round_weights, instance_memory_gib).render(weights)
-    result["round_weights"] = dict(round_weights)
-    result["dynascore_defined"], result["undefined_reason"] = defined(result, weights)
-    return result
+    is_defined, reason = defined(result, weights)
+    return {
+        **result,
+        "round_weights": dict(round_weights),
+        "dynascore_defined": is_defined,
+        "undefined_reason": reason,
+    }
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,8 @@ and scores for the same request."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from configs.schema import TaskSpec
+from configs.vocabulary.boards import Leaderboard
 from usecases.boards.assemble import requested_round_weights
 from usecases.boards.cache import prepared
 from usecases.boards.default_view import task_defaults
@@ -23,7 +22,7 @@ def board_for_viewer(
     *,
     offset: int = 0,
     limit: int | None = None,
-) -> dict[str, Any]:
+) -> Leaderboard:
     """The board under the viewer's axis and round weights (``"axis:number,..."`` and
     ``"round:number,..."``; what they leave out comes from the task's default view, else
     the task), a page of ``limit`` models from ``offset``. ValueError names a bad weight."""

@@ -5,9 +5,9 @@ the API, the pages' forms and anything else that saves one."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from configs.schema import TaskSpec
+from configs.vocabulary.boards import Leaderboard
 from configs.vocabulary.refusals import Refused
 from dynascore.weights import Weights
 from evaluator.provenance import code_version
@@ -45,7 +45,7 @@ def save_view(
 
 def frozen_leaderboard(
     svc: Service, task: TaskSpec, weights: Mapping[str, float], round_weights: Mapping[str, float]
-) -> dict[str, Any]:
+) -> Leaderboard:
     """The leaderboard JSON the API gives now for these weights (as ``GET .../leaderboard``)."""
     return prepared(svc, task, round_weights).render(Weights(dict(weights)))
 
