@@ -119,8 +119,9 @@ def health() -> dict[str, Any]:
 @errors(503)
 def ready() -> dict[str, Any]:
     """Readiness, for a load balancer or an orchestrator (liveness is ``/health``): 200
-    once the database answers and every task's leaderboard has been prepared since the
-    start, so the first viewer sent here gets a prepared board; 503 ``not_ready`` until
+    once the database answers and, after a ``serve`` start, every task's leaderboard has
+    been prepared (a board that fails for another reason than an outage does not hold it
+    back), so the first viewer sent here gets a prepared board; 503 ``not_ready`` until
     then."""
     service().queries.ping()  # an outage answers 503 database_unavailable
     if not boards_ready(service()):
