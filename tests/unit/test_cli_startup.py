@@ -62,3 +62,27 @@ def test_account_commands_on_the_local_database_load_no_worker(tmp_path: Path) -
     env = {**os.environ, "DYNAEVAL_DATA_DIR": str(tmp_path / "data")}
     for args in (("users", "list", "--json"), ("tokens", "list", "--user", "nobody")):
         assert _imported(_RUN_PROBE, *args, env=env) == [], args
+
+
+_WEB_PROBE = """
+import contextlib, io, json, sys
+from client.cli import main
+code = None
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    try:
+        code = main(sys.argv[1:])
+    except SystemExit as stop:
+        code = stop.code
+loaded = sorted(m for m in ("flask", "werkzeug", "marshmallow") if m in sys.modules)
+print(json.dumps([code, loaded]))
+"""
+
+
+def test_rules_on_the_command_line_load_no_web_framework(tmp_path: Path) -> None:
+    """A leaderboard, a task's rounds and a rescore on the local database call the use
+    cases the API calls, without the API: no Flask, no werkzeug, no marshmallow (and each
+    command ran to its end: 0, never argparse's 2)."""
+    env = {**os.environ, "DYNAEVAL_DATA_DIR": str(tmp_path / "data")}
+    for args in (("leaderboard", "sentiment"), ("rounds", "list", "sentiment"), ("rescore",)):
+        code, loaded = _imported(_WEB_PROBE, *args, env=env)
+        assert (code, loaded) == (0, []), args
