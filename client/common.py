@@ -41,6 +41,7 @@ def find_task(name: str) -> TaskSpec:
 def open_service(allow_local: bool = False, allowed_registries: list[str] | None = None) -> Service:
     """The configured database, blob folder and tasks (migrated on open); registries on local
     networks that submissions may name: ``allowed_registries`` on top of the environment's."""
+    from store.outages import DATABASE_OUTAGES, outage_reason
     from usecases.service import Service, default_allowed_registries
 
     allowed = [*default_allowed_registries(), *(allowed_registries or [])]
@@ -48,3 +49,7 @@ def open_service(allow_local: bool = False, allowed_registries: list[str] | None
         return Service.open(allow_local_runtimes=allow_local, allowed_registries=allowed)
     except ConfigError as exc:
         raise CliError(str(exc)) from None
+    except OSError as exc:  # the data folder or the database file cannot be made or opened
+        raise CliError(f"the data folder cannot be used: {exc}") from None
+    except DATABASE_OUTAGES as exc:  # the driver's first line: never the URL's password
+        raise CliError(f"the database cannot be opened: {outage_reason(exc)}") from None

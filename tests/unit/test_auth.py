@@ -607,6 +607,25 @@ def test_a_foreign_host_is_refused(world: World, host: str) -> None:
     assert_error(response, 421, "host_not_allowed")
 
 
+@pytest.mark.parametrize("path", ["/api/v1/health", "/api/v1/ready"])
+def test_the_probes_answer_any_host_and_any_credentials(world: World, path: str) -> None:
+    """A load balancer addresses a node by its IP, and a probe holding a stale token must
+    not take the node out of service; the rest of the API still refuses both."""
+    anyone = world.app.test_client()
+    for headers in (
+        {"Host": "10.1.2.3:8000"},
+        {"Authorization": "Bearer not-a-token"},
+        {"Authorization": "Basic dXNlcjpwdw=="},
+        {"Host": "evil.example", "Authorization": "Bearer x"},
+    ):
+        reply = anyone.get(path, headers=headers)
+        assert reply.status_code == 200, (headers, reply.get_json())
+        assert "task" not in reply.get_data(as_text=True)
+    assert_error(anyone.get("/api/v1/tasks", headers={"Host": "10.1.2.3:8000"}), 421)
+    bad_token = {"Authorization": "Bearer not-a-token"}
+    assert_error(anyone.get("/api/v1/tasks", headers=bad_token), 401)
+
+
 def test_configured_hosts_and_ports(tmp_path: Path) -> None:
     service = Service.open(tmp_path / "data")
     try:
