@@ -7,14 +7,23 @@
 #   scripts/setup.sh --no-images  # no image built or checked (the fast lane: unit tests
 #                                 # use none, and the compose image is rebuilt, about a
 #                                 # minute, whenever the project's sources change)
+#   --no-deploy-images            # beside the others: every image but the compose
+#                                 # deployment's (scripts/run.sh: serve needs none of them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 need_docker=0
 no_images=0
-[[ "${1:-}" == "--docker" ]] && need_docker=1
-[[ "${1:-}" == "--no-images" ]] && no_images=1
+deploy_images=1
+for arg in "$@"; do
+    case "$arg" in
+        --docker) need_docker=1 ;;
+        --no-images) no_images=1 ;;
+        --no-deploy-images) deploy_images=0 ;;
+        *) log "unknown option: $arg (see the top of scripts/setup.sh)"; exit 2 ;;
+    esac
+done
 
 SUDO=""
 [[ "$(id -u)" != "0" ]] && command -v sudo >/dev/null && SUDO="sudo"
@@ -88,7 +97,7 @@ if scripts/ensure-docker.sh; then
     # the per-task variants too (majority baselines): serve then finds every image built
     if scripts/build-base-image.sh >/dev/null && scripts/build-example-images.sh >/dev/null \
         && "$PYTHON" -c "from client.examples import build_variants; build_variants()" \
-        && scripts/build-deploy-images.sh >/dev/null; then
+        && { [[ "$deploy_images" == "0" ]] || scripts/build-deploy-images.sh >/dev/null; }; then
         docker_ok=1
     fi
 fi
