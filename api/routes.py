@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
-from flask import Response, current_app, request, url_for
+from flask import Flask, Response, current_app, request, url_for
 from flask.views import MethodView
 from marshmallow import Schema, ValidationError
 
@@ -87,9 +87,16 @@ ERRORS = {
     "names which and when the daily one resets) or rate_limited (too many writes: retry "
     "after the seconds in Retry-After)",
     503: "not_ready (the leaderboards are still being prepared after a start; retry after "
-    "the seconds in Retry-After) or database_unavailable",
+    "the seconds in Retry-After), stopping (serve was asked to stop and drains) or "
+    "database_unavailable",
 }
 READY_RETRY_AFTER_S = 1
+STOPPING = "DYNAEVAL_STOPPING"  # app.config: set once serve has been asked to stop
+
+
+def begin_stopping(app: Flask) -> None:
+    """From now on ``/ready`` answers 503 ``stopping`` (``serve``'s drain)."""
+    app.config[STOPPING] = True
 
 
 errors = error_docs(blp, ERRORS)
@@ -123,6 +130,13 @@ def ready() -> dict[str, Any]:
     been prepared (a board that fails for another reason than an outage does not hold it
     back), so the first viewer sent here gets a prepared board; 503 ``not_ready`` until
     then."""
+    if current_app.config.get(STOPPING):
+        raise ApiError(
+            503,
+            "stopping",
+            "this server is stopping: send new requests to another",
+            {"Retry-After": str(READY_RETRY_AFTER_S)},
+        )
     service().queries.ping()  # an outage answers 503 database_unavailable
     if not boards_ready(service()):
         raise ApiError(

@@ -109,6 +109,15 @@ def _serve(sub: Subparsers) -> None:
         action="store_true",
         help="werkzeug's development server instead of waitress (comparisons only)",
     )
+    serve.add_argument(
+        "--drain-s",
+        type=_non_negative_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="on SIGTERM or SIGINT, answer /api/v1/ready with 503 stopping and go on serving "
+        "for this long before closing, so a load balancer moves traffic away first "
+        "(default 0; a second signal ends it)",
+    )
     _stopping_options(serve)
 
 

@@ -244,6 +244,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         while not signals.requested.wait(1.0) and thread.is_alive():
             pass  # the main thread only waits: signal handlers run here
     finally:
+        _drain(app, signals, args.drain_s)
         server.shutdown()  # no new connections; requests in progress answer first
         if args.dev_server:
             server.server_close()
@@ -254,6 +255,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         signals.done()
     print("dynaeval serve: stopped", flush=True)
     return 0
+
+
+def _drain(app: Any, signals: StopSignals, drain_s: float) -> None:
+    """Asked to stop: ``/api/v1/ready`` answers 503 ``stopping`` while requests are still
+    served for ``drain_s`` (a second signal ends it), so a load balancer moves traffic away
+    before the port closes."""
+    if not signals.requested.is_set() or drain_s <= 0:
+        return
+    from api.routes import begin_stopping
+
+    begin_stopping(app)
+    print(f"dynaeval serve: draining: /ready answers 503 for {drain_s:g} s", flush=True)
+    signals.again.wait(drain_s)
 
 
 def _in_background(work: Callable[[], object], name: str) -> None:

@@ -19,6 +19,7 @@ class StopSignals:
     ) -> None:
         self.who, self.grace_s, self.first, self.now = who, grace_s, first, now
         self.requested = threading.Event()
+        self.again = threading.Event()  # a second signal came: stop waiting for anything
         self.received: list[str] = []
 
     def install(self) -> None:
@@ -36,6 +37,7 @@ class StopSignals:
             self.first()
         else:
             self._say(f"stopping now ({self.received[-1]} again): handing the running job back")
+            self.again.set()
             self.now()
 
     def done(self) -> None:

@@ -173,3 +173,50 @@ def check_every_board(
     assert weighted["weights"]["memory"] == 0.0
     spec = get(base, "/openapi.json")
     assert "/api/v1/tasks/{task_name}/leaderboard" in spec["paths"]
+
+
+def status_of(url: str) -> tuple[int, Any]:
+    """The status and JSON body of a GET, errors included."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - loopback
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as error:
+        return error.code, json.load(error)
+
+
+@pytest.mark.timeout(120)
+def test_serve_drains_before_it_closes(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    """With --drain-s, a stopping serve answers /ready with 503 stopping while it still
+    serves every request, then closes and exits 0; a second signal ends the drain."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}/api/v1"
+    command = [*dynaeval_command(), "serve", "--port", str(port), "--no-examples"]
+    command += ["--workers", "0", "--drain-s", "30"]
+    log = (tmp_path / "serve.log").open("w+")
+    proc = subprocess.Popen(
+        command, cwd=tmp_path, env=cli_env, stdout=log, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        wait_until(lambda: get(base, "/ready"), UP_S, "readiness", proc)
+        proc.send_signal(signal.SIGTERM)
+        stopping = wait_until(
+            lambda: (lambda s: s if s[0] == 503 else None)(status_of(base + "/ready")),
+            UP_S,
+            "/ready to say stopping",
+            proc,
+        )
+        assert stopping[1]["error"]["code"] == "stopping"
+        assert get(base, "/health")["status"] == "ok"  # still serving
+        assert get(base, "/tasks")["tasks"]
+        proc.send_signal(signal.SIGTERM)  # a second signal: no 30 s wait
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.seek(0)
+        output = log.read()
+        log.close()
+    assert code == 0, output[-3000:]
+    assert "draining: /ready answers 503 for 30 s" in output, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]

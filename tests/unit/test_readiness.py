@@ -199,3 +199,17 @@ def test_ready_stays_ready_once_every_board_was_prepared(
     with warming(service):
         wait_for(lambda: boards_ready(service))
     assert client.get("/api/v1/ready").status_code == 200  # the warmer has stopped since
+
+
+def test_a_stopping_server_is_not_ready_but_still_serves(service: Service) -> None:
+    from api.routes import begin_stopping
+
+    app = create_app(service)
+    client = app.test_client()
+    assert client.get("/api/v1/ready").status_code == 200
+    begin_stopping(app)
+    reply = client.get("/api/v1/ready")
+    assert reply.status_code == 503 and reply.get_json()["error"]["code"] == "stopping"
+    assert reply.headers["Retry-After"] == "1"
+    assert client.get("/api/v1/health").status_code == 200
+    assert client.get("/api/v1/tasks").status_code == 200
