@@ -170,14 +170,16 @@ class FlakyTasks(Mapping[str, Any]):
 
 
 def test_an_outage_while_reading_the_task_list_does_not_end_the_warm_up(
-    service: Service, client: FlaskClient
+    service: Service, client: FlaskClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     flaky = dataclasses.replace(service, tasks=FlakyTasks(service.tasks, failures=3))
-    with warming(flaky) as warmer:
+    with caplog.at_level(logging.DEBUG, logger=cache.LOG.name), warming(flaky) as warmer:
         wait_for(lambda: flaky.tasks.failures == 0)  # type: ignore[attr-defined]
         assert warmer.is_alive()
         assert client.get("/api/v1/ready").status_code in (200, 503)
         wait_for(lambda: client.get("/api/v1/ready").status_code == 200)
+    said = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 1, said  # three failures in a row, said once
 
 
 def test_not_ready_from_the_moment_serve_begins_the_warm_up(

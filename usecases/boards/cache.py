@@ -313,6 +313,7 @@ def keep_boards_warm(
     ``on_ready`` is called."""
     keeper = _Keeper(service, keep_every_s, clock)
     begin_warmup(service)
+    failing = False  # said once per run of failures, not every interval_s
     while not stop.is_set():
         try:  # the task list itself is read from the store: an outage must not end the loop
             for task in list(service.tasks.values()):
@@ -323,7 +324,10 @@ def keep_boards_warm(
             if keeper.ready_now() and on_ready is not None:
                 on_ready()
         except Exception:
-            LOG.warning("preparing the boards failed; retrying", exc_info=True)
+            (LOG.debug if failing else LOG.warning)("preparing the boards failed", exc_info=True)
+            failing = True
+        else:
+            failing = False
         keeper.write_due()
         stop.wait(interval_s)
     with contextlib.suppress(Exception):  # results since a board's last preparation
