@@ -43,13 +43,6 @@ started_ns=$(date +%s%N)
 command -v docker >/dev/null || die "docker CLI not found (run scripts/ensure-docker.sh)"
 docker info >/dev/null 2>&1 || die "no Docker engine answers (run scripts/ensure-docker.sh)"
 
-# One build at a time on this machine: scripts/test.sh starts one in the background, and the
-# compose test's own call then waits for it instead of building the same images beside it.
-lock_dir="${XDG_CACHE_HOME:-$HOME/.cache}/dynaeval"
-mkdir -p "$lock_dir"
-exec 9>"$lock_dir/build-deploy-images.lock"
-flock 9
-
 exists() { docker image inspect "$1" >/dev/null 2>&1; }
 build() {  # build <tag> <base> <context>: no network; the output only when it fails
     local output

@@ -16,8 +16,7 @@ fi
 if [[ $FAST == 1 ]]; then
   scripts/setup.sh --no-images
 else
-  # the compose deployment's images are built beside the lint and the tests (below)
-  scripts/setup.sh --docker --no-deploy-images
+  scripts/setup.sh --docker
 fi
 # shellcheck source=scripts/python.sh
 source scripts/python.sh
@@ -25,12 +24,6 @@ PYTHON="$(choose_python)"
 # the console scripts (dynaeval) of that interpreter come first, as for the tests' subprocesses
 PATH="$(dirname "$(command -v "$PYTHON")"):$PATH"
 export PATH PYTHON
-if [[ $FAST == 0 ]]; then
-  # The compose images (~20 s when the sources changed, minutes on a new machine) are built
-  # in the background; tests/deploy/test_compose.py calls the same script, which waits for
-  # this build (a lock), finds the images, or builds them and reports why it cannot.
-  scripts/build-deploy-images.sh > /dev/null 2>&1 &
-fi
 "$PYTHON" -m ruff check .
 "$PYTHON" -m ruff format --check .
 # Imports go one way (contracts in pyproject.toml).
