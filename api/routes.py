@@ -131,21 +131,19 @@ def ready() -> dict[str, Any]:
     back), so the first viewer sent here gets a prepared board; 503 ``not_ready`` until
     then."""
     if current_app.config.get(STOPPING):
-        raise ApiError(
-            503,
-            "stopping",
-            "this server is stopping: send new requests to another",
-            {"Retry-After": str(READY_RETRY_AFTER_S)},
-        )
+        raise _unready("stopping", "this server is stopping: send new requests to another")
     service().queries.ping()  # an outage answers 503 database_unavailable
     if not boards_ready(service()):
-        raise ApiError(
-            503,
+        raise _unready(
             "not_ready",
             "the leaderboards are still being prepared after the start; try again shortly",
-            {"Retry-After": str(READY_RETRY_AFTER_S)},
         )
     return {"status": "ready"}
+
+
+def _unready(code: str, message: str) -> ApiError:
+    """``/ready``'s 503, asking the prober back in ``READY_RETRY_AFTER_S``."""
+    return ApiError(503, code, message, {"Retry-After": str(READY_RETRY_AFTER_S)})
 
 
 @blp.route("/tasks")

@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from sqlalchemy.exc import OperationalError
 from api.app import create_app
 from configs.vocabulary.clock import ManualClock
 from tests.browser.seed import finish, result
+from tests.unit.test_board_rows_incremental import wait_for
 from usecases.boards import cache
 from usecases.boards.cache import begin_warmup, boards_ready, keep_boards_warm
 from usecases.service import Service
@@ -52,15 +53,6 @@ def warming(service: Service) -> Iterator[threading.Thread]:
         stop.set()
         warmer.join(timeout=10)
     assert not warmer.is_alive()
-
-
-def wait_for(condition: Callable[[], bool]) -> None:
-    pause = threading.Event()
-    for _ in range(1000):  # bounded: 10 s at most
-        if condition():
-            return
-        pause.wait(0.01)
-    raise AssertionError("never got there")
 
 
 def test_ready_without_a_warmer_prepares_on_request_as_ever(client: FlaskClient) -> None:
