@@ -1,17 +1,28 @@
-"""Choosing how the example models run: containers where a Docker engine answers."""
+"""Choosing how the example models run (containers where a Docker engine answers), and
+building their images on a first start, each model queued as soon as its image exists."""
 
 from __future__ import annotations
 
 import logging
+import queue
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from configs.paths import REPO_ROOT
 from usecases.service import Service, example_catalog, example_image, example_runtime
 
 log = logging.getLogger(__name__)
+
+# Images built at once. A build is mostly the engine committing layers, which waits on the
+# storage driver as much as on a core: two at a time on two cores about halves a cold
+# first start's building, and a third only queues behind them.
+BUILDERS = 2
+BUILD_TIMEOUT_S = 600
+
+Entry = dict[str, Any]
+Held = dict[str, Entry]  # model id -> its catalog entry (usecases.service.hold_examples)
 
 
 def docker_answers() -> bool:
@@ -31,72 +42,29 @@ def _say(line: str) -> None:
     print(f"[examples] {line}", flush=True)
 
 
-def build_example_images(progress: Callable[[str], None] = _say) -> bool:
-    """Build the base image, the example images and the catalog's per-task variants (all
-    cached by Docker, so a second start takes seconds), saying what it waits for; False
-    when that fails."""
-    script = REPO_ROOT / "scripts" / "build-example-images.sh"
-    variants = [entry for entry in example_catalog() if entry.get("args")]
-    try:
-        progress(
-            "building the example model images (cached by Docker: the first time takes a "
-            "minute or two; scripts/setup.sh --docker builds them ahead)"
-        )
-        # Output only matters when a build fails: it is then in the exception's stderr.
-        subprocess.run(["bash", str(script)], check=True, timeout=1800, capture_output=True)
-        for number, entry in enumerate(variants, start=1):
-            progress(f"building {example_image(entry)} ({number}/{len(variants)})")
-            build_variant(entry)
-        progress("example model images ready")
-    except (OSError, subprocess.SubprocessError) as exc:
-        detail = getattr(exc, "stderr", b"") or b""
-        log.warning(
-            "could not build the example images (%s); using local processes\n%s",
-            exc,
-            detail.decode("utf-8", "replace")[-2000:],
-        )
-        return False
-    return True
-
-
-def build_variants() -> None:
-    """The catalog's per-task variants (``scripts/setup.sh --docker`` runs this after the
-    example images, so ``serve`` finds every image it needs already built)."""
-    for entry in example_catalog():
-        if entry.get("args"):
-            build_variant(entry)
-
-
-def build_variant(entry: dict[str, Any]) -> None:
-    """An example whose answer is fixed by arguments (the majority baselines), baked in."""
+def build_command(entry: Entry) -> list[str]:
+    """``docker build`` for one catalog entry's image; an entry with ``args`` (the majority
+    baselines) bakes them in as its answer."""
     models = REPO_ROOT / "examples" / "models"
-    args = " ".join(map(str, entry["args"]))
-    command = [
-        "docker",
-        "build",
-        "--quiet",
-        "--network",
-        "none",
-        "--build-arg",
-        f"MAJORITY_ARGS={args}",
-        "-f",
-        str(models / entry["dir"] / "Dockerfile"),
-        "-t",
-        example_image(entry),
-        str(models),
-    ]
-    subprocess.run(command, check=True, timeout=600, capture_output=True)
+    command = ["docker", "build", "--quiet", "--network", "none"]  # nothing downloads
+    if entry.get("args"):
+        command += ["--build-arg", "MAJORITY_ARGS=" + " ".join(map(str, entry["args"]))]
+    dockerfile = models / entry["dir"] / "Dockerfile"
+    return [*command, "-f", str(dockerfile), "-t", example_image(entry), str(models)]
 
 
-def example_runtime_kind(choice: str) -> str:
-    """``docker`` when asked or (auto) when an engine answers and the images build."""
-    if choice == "process":
-        return "process"
-    if docker_answers() and build_example_images():
-        return "docker"
-    if choice == "docker":
-        raise RuntimeError("no Docker engine answers, or the example images did not build")
-    return "process"
+def build_image(entry: Entry) -> None:
+    """Build one catalog entry's image (Docker's cache makes a rebuild take a moment)."""
+    subprocess.run(build_command(entry), check=True, timeout=BUILD_TIMEOUT_S, capture_output=True)
+
+
+build_variant = build_image  # the name the tests and set-up know the baselines' build by
+
+
+def build_base_image() -> None:
+    """The base every example image starts from (cached: a second call takes a moment)."""
+    script = REPO_ROOT / "scripts" / "build-base-image.sh"
+    subprocess.run(["bash", str(script)], check=True, timeout=1800, capture_output=True)
 
 
 def check_example_runtime(choice: str) -> None:
@@ -106,28 +74,155 @@ def check_example_runtime(choice: str) -> None:
 
 
 def queue_examples(service: Service, choice: str) -> list[str]:
-    """Show every example model as queued at once, build the images if containers are
-    possible, then let the workers take them (as containers or as local processes)."""
+    """Show every example model as queued at once, then let the workers take each one as
+    its image is built (as a container, or as a local process when containers cannot be
+    had)."""
     return start_examples(service, service.hold_examples(), choice)
 
 
-def start_examples(service: Service, held: dict[str, dict[str, Any]], choice: str) -> list[str]:
-    """Release the ``held`` examples with the runtime the build allows; if docker was asked
-    for and cannot be had, remove them again (nothing half-queued stays behind)."""
-    try:
-        kind = example_runtime_kind(choice)
-    except RuntimeError as exc:  # asked for docker and the build failed: queue nothing
-        for model_id in held:
-            service.store.discard_held(model_id)
-        print(f"not queueing the example models: {exc}", flush=True)
-        return []
-    started = [
-        model_id
-        for model_id, entry in held.items()
-        if service.store.start_held(model_id, example_runtime(entry, kind))
-    ]
-    print(f"queued {len(started)} example models ({kind} runtime)", flush=True)
+def start_examples(
+    service: Service, held: Held, choice: str, progress: Callable[[str], None] = _say
+) -> list[str]:
+    """Release the ``held`` examples with the runtime each can have; those that can have
+    none (``docker`` asked for and not possible) are removed again, so nothing half-queued
+    stays behind. Returns the ids of the models released."""
+    if choice != "process":
+        reason = _containers_unavailable(progress)
+        if reason is None:
+            return _release_as_built(service, held, choice, progress)
+        if choice == "docker":
+            for model_id in held:
+                service.store.discard_held(model_id)
+            print(f"not queueing the example models: {reason}", flush=True)
+            return []
+        log.warning("the example models run as local processes: %s", reason)
+    started = [model_id for model_id, entry in held.items() if _release(service, model_id, entry)]
+    print(f"queued {len(started)} example models (process runtime)", flush=True)
     return started
+
+
+def _containers_unavailable(progress: Callable[[str], None]) -> str | None:
+    """Why the examples cannot run as containers here, or None when the base image is
+    built and an engine answers."""
+    if not docker_answers():
+        return "no Docker engine answers"
+    try:
+        progress("the base image (built from Debian packages the first time: a minute or two)")
+        build_base_image()
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"the base image did not build ({_why(exc)})"
+    return None
+
+
+def _release_as_built(
+    service: Service, held: Held, choice: str, progress: Callable[[str], None]
+) -> list[str]:
+    """Build the images the held models need, ``BUILDERS`` at a time in catalog order, and
+    release each image's models the moment it is built, so the worker evaluates the first
+    while the next ones build. An image that fails leaves its models to local processes
+    (``auto``) or removes them (``docker``)."""
+    waiting: dict[str, list[tuple[str, Entry]]] = {}
+    for model_id, entry in held.items():
+        waiting.setdefault(example_image(entry), []).append((model_id, entry))
+    progress(
+        f"building {len(waiting)} example model images, {BUILDERS} at a time (cached by "
+        "Docker after the first start); each model is queued as soon as its image is built"
+    )
+    started: list[str] = []
+    fallen_back = 0
+    builds = [(image, models[0][1]) for image, models in waiting.items()]
+    for number, (image, failure) in enumerate(_built_as_they_finish(builds), start=1):
+        names = ", ".join(f"{e['task']}/{e['name']}" for _, e in waiting[image])
+        kind: str | None = "docker"
+        if failure is None:
+            progress(f"built {image} ({number}/{len(waiting)}): queued {names}")
+        else:
+            kind = None if choice == "docker" else "process"
+            progress(
+                f"could not build {image} ({number}/{len(waiting)}): {_why(failure)}; "
+                + (f"{names} not queued" if kind is None else f"{names} run as processes")
+            )
+        for model_id, entry in waiting[image]:
+            if _release(service, model_id, entry, kind):
+                started.append(model_id)
+                fallen_back += kind == "process"
+    also = f", {fallen_back} as local processes" if fallen_back else ""
+    print(f"queued {len(started)} example models (docker runtime{also})", flush=True)
+    return started
+
+
+def _built_as_they_finish(
+    builds: list[tuple[str, Entry]],
+) -> Iterator[tuple[str, BaseException | None]]:
+    """Build each ``(image, entry)`` in order and yield ``(image, failure or None)`` as each
+    finishes: the first alone (it builds the steps every example shares, which the others
+    then find cached), the rest on ``BUILDERS`` threads. Daemon threads, because Ctrl-C
+    must not wait for a half-done build (an executor's threads are joined at exit)."""
+    todo: queue.SimpleQueue[tuple[str, Entry]] = queue.SimpleQueue()
+    finished: queue.SimpleQueue[tuple[str, BaseException | None]] = queue.SimpleQueue()
+    for build in builds:
+        todo.put(build)
+
+    def work() -> None:
+        while True:
+            try:
+                image, entry = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                build_image(entry)
+                finished.put((image, None))
+            except Exception as exc:  # said by the caller; the other builds go on
+                finished.put((image, exc))
+
+    def start(builders: int) -> None:
+        for _ in range(builders):
+            threading.Thread(target=work, name="dynaeval-image-build", daemon=True).start()
+
+    if not builds:
+        return
+    start(1)
+    yield finished.get()
+    start(BUILDERS - 1)
+    for _ in builds[1:]:
+        yield finished.get()
+
+
+def build_catalog_images(progress: Callable[[str], None] = _say) -> bool:
+    """Build the image of every model in the catalog, the base first (``scripts/setup.sh``
+    runs this, so a first ``serve`` finds them all built), saying each as it is done; False
+    when one does not build."""
+    images = {example_image(entry): entry for entry in example_catalog()}
+    progress("the base image (built from Debian packages the first time: a minute or two)")
+    try:
+        build_base_image()
+    except (OSError, subprocess.SubprocessError) as exc:
+        progress(f"could not build the base image: {_why(exc)}")
+        return False
+    progress(f"building {len(images)} example model images, {BUILDERS} at a time")
+    built = True
+    for number, (image, failure) in enumerate(_built_as_they_finish([*images.items()]), 1):
+        if failure is None:
+            progress(f"built {image} ({number}/{len(images)})")
+        else:
+            progress(f"could not build {image}: {_why(failure)}")
+            built = False
+    return built
+
+
+def _release(service: Service, model_id: str, entry: Entry, kind: str | None = "process") -> bool:
+    """Let the workers take one held example (``kind`` None: remove it instead)."""
+    if kind is None:
+        service.store.discard_held(model_id)
+        return False
+    return service.store.start_held(model_id, example_runtime(entry, kind))
+
+
+def _why(exc: BaseException) -> str:
+    """The end of a failed build's output (the engine says why there), or the error."""
+    detail = getattr(exc, "stderr", b"") or b""
+    text = detail.decode("utf-8", "replace").strip() if isinstance(detail, bytes) else str(detail)
+    return text.splitlines()[-1][:300] if text else str(exc)
 
 
 def queue_examples_in_background(service: Service, choice: str) -> threading.Thread:
@@ -145,3 +240,9 @@ def queue_examples_in_background(service: Service, choice: str) -> threading.Thr
     thread = threading.Thread(target=run, name="dynaeval-examples", daemon=True)
     thread.start()
     return thread
+
+
+if __name__ == "__main__":  # scripts/setup.sh: every image a first ``serve`` needs
+    raise SystemExit(
+        0 if build_catalog_images(lambda line: print(f"[setup] {line}", flush=True)) else 1
+    )

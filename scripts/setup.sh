@@ -93,10 +93,12 @@ docker_ok=0
 if scripts/ensure-docker.sh; then
     command -v docker-compose >/dev/null || { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
         $SUDO apt-get install -y -qq --no-install-recommends docker-compose; } || log "no docker-compose"
-    # build-deploy-images.sh: the compose deployment's images (deploy/, tests/deploy); cached.
-    # the per-task variants too (majority baselines): serve then finds every image built
-    if scripts/build-base-image.sh >/dev/null && scripts/build-example-images.sh >/dev/null \
-        && "$PYTHON" -c "from client.examples import build_variants; build_variants()" \
+    # Every image a first serve needs (the catalog's examples, two at a time, each said as
+    # it is built); with --docker also the ones only the tests run (build-example-images.sh);
+    # build-deploy-images.sh: the compose deployment's images (deploy/, tests/deploy). All are
+    # cached by Docker: a second run takes seconds.
+    if "$PYTHON" -m client.examples >&2 \
+        && { [[ "$need_docker" == "0" ]] || scripts/build-example-images.sh >/dev/null; } \
         && { [[ "$deploy_images" == "0" ]] || scripts/build-deploy-images.sh >/dev/null; }; then
         docker_ok=1
     fi

@@ -93,7 +93,7 @@ def test_serve_scores_the_examples_and_stops_on_sigint(
         assert ready == {"status": "ready"}
         wait_until(
             lambda: "queued: " in page(f"http://127.0.0.1:{port}/") or None,
-            ALL_DONE_S,  # with Docker, the images are built before anything is queued
+            ALL_DONE_S,  # with Docker, each model is queued once its image is built
             "the task list to show the queued or running examples",
             proc,
         )

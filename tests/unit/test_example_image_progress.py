@@ -1,9 +1,8 @@
-"""A first start says what it waits for while the example images build, and set-up builds
-every image serve needs (the per-task variants included), so serve finds them cached."""
+"""Set-up builds every image a first ``serve`` needs (the catalog's, the per-task baselines
+included), two at a time, and says each as it is done."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,29 +11,55 @@ import client.examples as examples
 from configs.paths import REPO_ROOT
 
 
+def catalog_images() -> list[str]:
+    return list(dict.fromkeys(examples.example_image(e) for e in examples.example_catalog()))
+
+
 def test_the_build_says_what_it_waits_for(monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[list[str]] = []
     monkeypatch.setattr(examples.subprocess, "run", lambda cmd, **_: ran.append(list(cmd)))
     lines: list[str] = []
-    assert examples.build_example_images(progress=lines.append)
-    variants = [e for e in examples.example_catalog() if e.get("args")]
-    assert variants, "the catalog has per-task variants (the majority baselines)"
-    assert "first time takes a minute" in lines[0]
-    for number, entry in enumerate(variants, start=1):
-        assert f"building {examples.example_image(entry)} ({number}/{len(variants)})" in lines
-    assert lines[-1] == "example model images ready"
-    assert len(ran) == 1 + len(variants)
+    assert examples.build_catalog_images(progress=lines.append)
+    images = catalog_images()
+    assert any(e.get("args") for e in examples.example_catalog()), "per-task baselines"
+    assert "the base image" in lines[0] and ran[0][-1].endswith("build-base-image.sh")
+    assert lines[1] == f"building {len(images)} example model images, 2 at a time"
+    said = {line.split(" (")[0].removeprefix("built ") for line in lines[2:]}
+    assert said == set(images)
+    assert sorted(int(line.split("(")[1].split("/")[0]) for line in lines[2:]) == list(
+        range(1, len(images) + 1)
+    )
+    built = {cmd[cmd.index("-t") + 1] for cmd in ran[1:]}
+    assert built == set(images) and len(ran) == 1 + len(images)
+    assert (
+        ran[1][ran[1].index("-t") + 1] == images[0]
+    )  # the first alone: it builds the shared steps
 
 
-def test_a_failed_build_is_said_and_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail(cmd: Any, **_: Any) -> None:
-        raise examples.subprocess.CalledProcessError(1, cmd, stderr=b"no space left")
+def test_a_baseline_bakes_its_answer_in() -> None:
+    entry = next(e for e in examples.example_catalog() if e.get("args"))
+    command = examples.build_command(entry)
+    assert command[command.index("--build-arg") + 1] == "MAJORITY_ARGS=" + " ".join(
+        map(str, entry["args"])
+    )
+    assert command[command.index("--network") + 1] == "none"
+    plain = next(e for e in examples.example_catalog() if not e.get("args"))
+    assert "--build-arg" not in examples.build_command(plain)
 
-    monkeypatch.setattr(examples.subprocess, "run", fail)
-    assert examples.build_example_images(progress=lambda line: None) is False
+
+@pytest.mark.parametrize("fails", ["build-base-image.sh", "dynaeval-example/"])
+def test_a_failed_build_is_said_and_reported(monkeypatch: pytest.MonkeyPatch, fails: str) -> None:
+    def run(cmd: Any, **_: Any) -> None:
+        if any(fails in part for part in cmd):
+            raise examples.subprocess.CalledProcessError(1, cmd, stderr=b"step 3\nno space left")
+
+    monkeypatch.setattr(examples.subprocess, "run", run)
+    lines: list[str] = []
+    assert examples.build_catalog_images(progress=lines.append) is False
+    assert any(line.startswith("could not build") and "no space left" in line for line in lines)
 
 
-def test_setup_builds_the_variants_serve_needs() -> None:
+def test_setup_builds_every_image_serve_needs() -> None:
     setup = (REPO_ROOT / "scripts" / "setup.sh").read_text()
-    assert "from client.examples import build_variants; build_variants()" in setup
-    assert Path(REPO_ROOT / "scripts" / "build-example-images.sh").exists()
+    assert '"$PYTHON" -m client.examples' in setup
+    assert (REPO_ROOT / "scripts" / "build-example-images.sh").exists()

@@ -10,7 +10,9 @@ import pytest
 
 from api.app import create_app
 from client import examples
-from usecases.service import Service, example_catalog
+from store.jobs import ClaimedJob
+from tests.conftest import wait_until
+from usecases.service import Service, example_catalog, example_image
 
 
 @pytest.fixture
@@ -45,14 +47,60 @@ def test_docker_asked_without_an_engine_is_refused_before_serving(
     examples.check_example_runtime("process")
 
 
-def test_a_failed_build_when_docker_was_asked_queues_nothing(
+def test_a_failed_base_image_when_docker_was_asked_queues_nothing(
     service: Service, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(examples, "docker_answers", lambda: True)
-    monkeypatch.setattr(examples, "build_example_images", lambda: False)
+    monkeypatch.setattr(examples, "build_base_image", fail_build)
     assert examples.queue_examples(service, "docker") == []
     assert service.store.count_models() == 0
-    assert "not queueing the example models" in capsys.readouterr().out
+    assert "not queueing the example models: the base image did not build (no space left)" in (
+        capsys.readouterr().out
+    )
+
+
+def test_a_failed_base_image_with_auto_runs_every_example_as_a_process(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(examples, "docker_answers", lambda: True)
+    monkeypatch.setattr(examples, "build_base_image", fail_build)
+    assert len(examples.queue_examples(service, "auto")) == len(example_catalog())
+    assert claimed_runtimes(service) == {"process": len(example_catalog())}
+
+
+@pytest.mark.parametrize("choice", ["auto", "docker"])
+def test_an_image_that_fails_leaves_only_its_own_models_out_of_the_containers(
+    service: Service, monkeypatch: pytest.MonkeyPatch, choice: str
+) -> None:
+    broken = next(e for e in example_catalog() if not e.get("args"))
+    monkeypatch.setattr(examples, "docker_answers", lambda: True)
+    monkeypatch.setattr(examples, "build_base_image", lambda: None)
+    monkeypatch.setattr(
+        examples, "build_image", lambda entry: fail_build() if entry == broken else None
+    )
+    lines: list[str] = []
+    held = service.hold_examples()
+    started = examples.start_examples(service, held, choice, progress=lines.append)
+    others = len(example_catalog()) - 1
+    if choice == "auto":  # the broken one is evaluated all the same, as a local process
+        assert len(started) == len(example_catalog())
+        assert claimed_runtimes(service) == {"docker": others, "process": 1}
+        assert any(f"{broken['task']}/{broken['name']} run as processes" in x for x in lines)
+    else:  # docker or nothing: the broken one is removed, nothing half-queued stays
+        assert len(started) == others == service.store.count_models()
+        assert claimed_runtimes(service) == {"docker": others}
+        assert any(f"{broken['task']}/{broken['name']} not queued" in x for x in lines)
+
+
+def fail_build(*_: object) -> None:
+    raise examples.subprocess.CalledProcessError(1, ["docker"], stderr=b"step 2\nno space left")
+
+
+def claimed_runtimes(service: Service) -> dict[str, int]:
+    kinds: dict[str, int] = {}
+    while (job := service.store.claim("w", lease_s=60)) is not None:
+        kinds[job.runtime["kind"]] = kinds.get(job.runtime["kind"], 0) + 1
+    return kinds
 
 
 def test_the_task_list_shows_queued_and_running_models(service: Service) -> None:
@@ -68,25 +116,39 @@ def test_the_task_list_shows_queued_and_running_models(service: Service) -> None
         assert f"queued: {count}, running: 0" in html
 
 
-def test_the_examples_show_as_queued_before_their_images_are_built(
+def test_each_example_is_queued_as_soon_as_its_own_image_is_built(
     service: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import threading
 
-    building = threading.Event()
+    images = list(dict.fromkeys(example_image(e) for e in example_catalog()))
+    built = {image: threading.Event() for image in images}
     monkeypatch.setattr(examples, "docker_answers", lambda: True)
-    monkeypatch.setattr(examples, "build_example_images", lambda: building.wait(30))
+    monkeypatch.setattr(examples, "build_base_image", lambda: None)
+    monkeypatch.setattr(examples, "build_image", lambda entry: built[example_image(entry)].wait(30))
     thread = examples.queue_examples_in_background(service, "auto")
     try:
         # At once: every example is listed as queued, waiting for its image...
         assert service.store.count_models() == len(example_catalog())
         assert service.queries.job_counts() == {"queued": len(example_catalog())}
         assert service.store.claim("w", lease_s=60) is None  # ...and no worker may take one
+        # the first image built: its model may be taken while the others still build
+        first = next(e for e in example_catalog() if example_image(e) == images[0])
+        built[images[0]].set()
+        claimed: list[ClaimedJob | None] = []
+        wait_until(
+            lambda: claimed.append(service.store.claim("w", lease_s=60)) or bool(claimed[-1]),
+            what="the first image's model released",
+        )
+        job = claimed[-1]
+        assert job is not None and job.task == first["task"]
+        assert job.runtime["kind"] == "docker" and job.runtime["image"] == images[0]
+        assert service.store.claim("w", lease_s=60) is None
     finally:
-        building.set()
+        for event in built.values():
+            event.set()
         thread.join(timeout=60)
-    job = service.store.claim("w", lease_s=60)
-    assert job is not None and job.runtime["kind"] == "docker"  # the built images run
+    assert claimed_runtimes(service) == {"docker": len(example_catalog()) - 1}
 
 
 def test_start_held_and_discard_held_only_touch_held_jobs(service: Service) -> None:
