@@ -235,7 +235,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if examples:
         # Building the example images takes minutes on a fresh clone: the server listens
         # first and the pages show the examples as queued, then running, then scored.
-        queue_examples_in_background(service, args.example_runtime)
+        queue_examples_in_background(service, args.example_runtime, signals.requested)
     thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
     thread.start()
     boards_stop = threading.Event()

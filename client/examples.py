@@ -7,10 +7,13 @@ import logging
 import queue
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from configs.paths import REPO_ROOT
+from configs.vocabulary.jobs import JobStatus
+from store.outages import DATABASE_OUTAGES
 from usecases.service import Service, example_catalog, example_image, example_runtime
 
 log = logging.getLogger(__name__)
@@ -225,15 +228,60 @@ def _why(exc: BaseException) -> str:
     return text.splitlines()[-1][:300] if text else str(exc)
 
 
-def queue_examples_in_background(service: Service, choice: str) -> threading.Thread:
+def follow_examples(
+    service: Service,
+    held: Held,
+    started: list[str],
+    progress: Callable[[str], None] = _say,
+    every_s: float = 1.0,
+    wait: Callable[[float], bool | None] = time.sleep,
+) -> None:
+    """Say each released example as it is scored or fails, then that every one is done, so
+    a first start's console tells what it still waits for (until ``wait`` returns True: a
+    stop was asked for)."""
+    pending = list(started)
+    finished = scored = 0
+    while pending:
+        if wait(every_s):
+            return
+        for model_id in list(pending):
+            try:
+                shown = service.queries.submission(model_id)
+            except DATABASE_OUTAGES:  # the next look tries again
+                break
+            job = shown["job"] if shown is not None else None
+            if job is not None and not JobStatus(job["status"]).final:
+                continue
+            pending.remove(model_id)
+            finished += 1
+            entry = held[model_id]
+            where = f"{entry['task']}/{entry['name']} ({finished}/{len(started)})"
+            failure = job["failure"] if job is not None else None
+            if job is None:
+                progress(f"{where} was removed")
+            elif failure is None:
+                scored += 1
+                progress(f"scored {where}")
+            else:
+                progress(f"{where} failed: {failure['code']}: {failure['message']}")
+    if started:
+        progress(f"every example model evaluated: {scored} of {len(started)} scored")
+
+
+def queue_examples_in_background(
+    service: Service, choice: str, stop: threading.Event | None = None
+) -> threading.Thread:
     """Hold every example model now (the pages show them as queued from the first second),
     then build and release them on a daemon thread, so the server answers meanwhile (a
-    daemon, because Ctrl-C must not wait for a half-done image build)."""
+    daemon, because Ctrl-C must not wait for a half-done image build), and say each as it
+    is evaluated until ``stop`` is set."""
     held = service.hold_examples()
+    stop = stop or threading.Event()
 
     def run() -> None:
         try:
-            start_examples(service, held, choice)
+            started = start_examples(service, held, choice)
+            follow_examples(service, held, started, wait=stop.wait)
         except Exception:  # the server keeps serving; the log says why the examples are missing
             log.exception("could not queue the example models")
 

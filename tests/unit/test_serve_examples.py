@@ -3,6 +3,7 @@ says how many models are still queued or running."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,9 @@ import pytest
 
 from api.app import create_app
 from client import examples
+from configs.vocabulary.failures import FailureCode
+from configs.vocabulary.jobs import JobStatus, Settlement
+from configs.vocabulary.results import EvaluationResult, Failure
 from store.jobs import ClaimedJob
 from tests.conftest import wait_until
 from usecases.service import Service, example_catalog, example_image
@@ -25,13 +29,21 @@ def service(tmp_path: Path) -> Iterator[Service]:
 
 
 def test_the_background_thread_queues_every_example(
-    service: Service, capsys: pytest.CaptureFixture[str]
+    service: Service, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    thread = examples.queue_examples_in_background(service, "process")
+    stop = threading.Event()
+    followed: list[list[str]] = []
+
+    def follow(service: Service, held: object, started: list[str], **_: object) -> None:
+        followed.append(started)
+
+    monkeypatch.setattr(examples, "follow_examples", follow)
+    thread = examples.queue_examples_in_background(service, "process", stop)
     thread.join(timeout=60)
     assert not thread.is_alive()
     assert service.store.count_models() == len(example_catalog())
     assert service.queries.job_counts() == {"queued": len(example_catalog())}
+    assert [len(ids) for ids in followed] == [len(example_catalog())]  # then each is said
     assert f"queued {len(example_catalog())} example models (process runtime)" in (
         capsys.readouterr().out
     )
@@ -119,14 +131,13 @@ def test_the_task_list_shows_queued_and_running_models(service: Service) -> None
 def test_each_example_is_queued_as_soon_as_its_own_image_is_built(
     service: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import threading
-
     images = list(dict.fromkeys(example_image(e) for e in example_catalog()))
     built = {image: threading.Event() for image in images}
     monkeypatch.setattr(examples, "docker_answers", lambda: True)
     monkeypatch.setattr(examples, "build_base_image", lambda: None)
     monkeypatch.setattr(examples, "build_image", lambda entry: built[example_image(entry)].wait(30))
-    thread = examples.queue_examples_in_background(service, "auto")
+    stop = threading.Event()
+    thread = examples.queue_examples_in_background(service, "auto", stop)
     try:
         # At once: every example is listed as queued, waiting for its image...
         assert service.store.count_models() == len(example_catalog())
@@ -147,7 +158,9 @@ def test_each_example_is_queued_as_soon_as_its_own_image_is_built(
     finally:
         for event in built.values():
             event.set()
+        stop.set()  # the thread then says each model as it is scored: none will be here
         thread.join(timeout=60)
+        assert not thread.is_alive()
     assert claimed_runtimes(service) == {"docker": len(example_catalog()) - 1}
 
 
@@ -162,3 +175,42 @@ def test_start_held_and_discard_held_only_touch_held_jobs(service: Service) -> N
     assert service.store.discard_held(held)
     assert not service.store.start_held(held)  # gone: model and job
     assert service.store.count_models() == 1
+
+
+def test_the_console_says_each_example_as_it_is_scored_or_fails(service: Service) -> None:
+    held = service.hold_examples()
+    started = examples.start_examples(service, held, "process", progress=lambda line: None)
+    second = started[1]
+    lines: list[str] = []
+    looks: list[float] = []
+
+    def finish_one_each_look(seconds: float) -> bool:
+        looks.append(seconds)
+        job = service.store.claim("w", lease_s=60)
+        assert job is not None and job.model_id is not None
+        if job.model_id == second:
+            crashed = Failure(FailureCode.CRASHED, "exit 3")
+            failed = Settlement(JobStatus.FAILED, None, "failed")
+            assert service.store.fail(job.id, "w", crashed, failed, lease=job.lease)
+        else:
+            done = EvaluationResult(job.task, "done", summary={"performance": 0.5})
+            assert service.store.finish(job.id, "w", done, lease=job.lease)
+        return False
+
+    examples.follow_examples(service, held, started, lines.append, wait=finish_one_each_look)
+    assert len(looks) == len(started)
+    entry = held[second]
+    said = [line for line in lines if line.startswith(f"{entry['task']}/{entry['name']} (")]
+    assert len(said) == 1 and said[0].endswith(f"/{len(started)}) failed: crashed: exit 3")
+    assert sum(line.startswith("scored ") for line in lines) == len(started) - 1
+    assert (
+        lines[-1] == f"every example model evaluated: {len(started) - 1} of {len(started)} scored"
+    )
+
+
+def test_following_ends_when_a_stop_is_asked_for(service: Service) -> None:
+    held = service.hold_examples()
+    started = examples.start_examples(service, held, "process", progress=lambda line: None)
+    lines: list[str] = []
+    examples.follow_examples(service, held, started, lines.append, wait=lambda _: True)
+    assert lines == []  # nothing evaluated, nothing said, and no wait for it
