@@ -15,7 +15,7 @@ goes too; Debian's package cache and pip's stay), as on a machine that never bui
 and then measures a second fresh clone, whose images are now cached: the baseline. The
 target is every board ranked within 60 s of a cold start on a 2-core machine.
 
-Usage: ``python benchmarks/bench_first_start.py [--cold] [--timeout-s 900]``.
+Usage: ``python benchmarks/bench_first_start.py [--cold] [--timeout-s 900] [--keep-logs DIR]``.
 """
 
 from __future__ import annotations
@@ -70,8 +70,9 @@ def forget_images() -> None:
         subprocess.run(["docker", "rmi", "-f", *ours], check=True, capture_output=True)
 
 
-def first_start(timeout_s: float) -> dict[str, Any]:
-    """One fresh clone's ``scripts/run.sh``, timed until every board is ranked."""
+def first_start(timeout_s: float, keep_log: Path | None = None) -> dict[str, Any]:
+    """One fresh clone's ``scripts/run.sh``, timed until every board is ranked (its output
+    copied to ``keep_log`` when given)."""
     expected: dict[str, int] = {}
     for entry in example_catalog():
         expected[entry["task"]] = expected.get(entry["task"], 0) + 1
@@ -117,6 +118,9 @@ def first_start(timeout_s: float) -> dict[str, Any]:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+            log.close()
+            if keep_log is not None:
+                keep_log.write_text((Path(scratch) / "run.log").read_text())
     return {
         "listening_s": None if listening is None else round(listening, 1),
         "ranked_s": ranked,
@@ -129,12 +133,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cold", action="store_true", help="remove the images first")
     parser.add_argument("--timeout-s", type=float, default=900.0)
+    parser.add_argument("--keep-logs", type=Path, help="a folder for each start's output")
     args = parser.parse_args()
+    logs: Path | None = args.keep_logs
+    if logs is not None:
+        logs.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"target_all_ranked_s": TARGET_S, "cpus": os.cpu_count()}
     if args.cold:
         forget_images()
-        report["cold"] = first_start(args.timeout_s)
-    report["warm"] = first_start(args.timeout_s)
+        report["cold"] = first_start(args.timeout_s, logs and logs / "cold.log")
+    report["warm"] = first_start(args.timeout_s, logs and logs / "warm.log")
     for name in ("cold", "warm"):
         done = report.get(name, {}).get("all_ranked_s")
         if done is not None:
