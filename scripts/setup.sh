@@ -51,6 +51,25 @@ if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver ]]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver
 fi
 
+# The Docker engine before the Python side, so the base image (Debian packages through
+# mmdebstrap: a minute or more on a fresh machine, mostly downloading) is built beside the
+# pip install below instead of after it. Stopped if set-up ends early.
+engine=0
+base_pid=""
+base_log="$(mktemp)"
+stop_base_build() {
+    [[ -n "$base_pid" ]] || return 0
+    pkill -TERM -P "$base_pid" 2>/dev/null || true
+    kill "$base_pid" 2>/dev/null || true
+}
+trap 'stop_base_build; rm -f "$base_log"' EXIT
+if [[ "$no_images" == "0" ]] && scripts/ensure-docker.sh; then
+    engine=1
+    log "the base image: checked, or built from Debian packages beside the Python install"
+    scripts/build-base-image.sh >/dev/null 2>"$base_log" &
+    base_pid=$!
+fi
+
 # shellcheck source=scripts/python.sh
 source scripts/python.sh
 PYTHON="$(choose_python)"
@@ -90,7 +109,17 @@ if [[ "$no_images" == "1" ]]; then
     exit 0
 fi
 docker_ok=0
-if scripts/ensure-docker.sh; then
+base_ok=0
+if [[ "$engine" == "1" ]]; then
+    if wait "$base_pid"; then
+        base_ok=1
+        tail -n 1 "$base_log" >&2  # "built … in N s", or "cached: …"
+    else
+        tail -n 30 "$base_log" >&2
+    fi
+    base_pid=""
+fi
+if [[ "$base_ok" == "1" ]]; then
     command -v docker-compose >/dev/null || { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
         $SUDO apt-get install -y -qq --no-install-recommends docker-compose; } || log "no docker-compose"
     # Every image a first serve needs (the catalog's examples, two at a time, each said as
