@@ -110,7 +110,7 @@ def _containers_unavailable(progress: Callable[[str], None]) -> str | None:
     if not docker_answers():
         return "no Docker engine answers"
     try:
-        progress("the base image (built from Debian packages the first time: a minute or two)")
+        progress("checking the base image (built from Debian packages the first time: a minute or two)")
         build_base_image()
     except (OSError, subprocess.SubprocessError) as exc:
         return f"the base image did not build ({_why(exc)})"
@@ -196,7 +196,7 @@ def build_catalog_images(progress: Callable[[str], None] = _say) -> bool:
     runs this, so a first ``serve`` finds them all built), saying each as it is done; False
     when one does not build."""
     images = {example_image(entry): entry for entry in example_catalog()}
-    progress("the base image (built from Debian packages the first time: a minute or two)")
+    progress("checking the base image (built from Debian packages the first time: a minute or two)")
     try:
         build_base_image()
     except (OSError, subprocess.SubprocessError) as exc:
