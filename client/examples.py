@@ -110,7 +110,9 @@ def _containers_unavailable(progress: Callable[[str], None]) -> str | None:
     if not docker_answers():
         return "no Docker engine answers"
     try:
-        progress("checking the base image (built from Debian packages the first time: a minute or two)")
+        progress(
+            "checking the base image (built from Debian packages the first time: a minute or two)"
+        )
         build_base_image()
     except (OSError, subprocess.SubprocessError) as exc:
         return f"the base image did not build ({_why(exc)})"
