@@ -11,7 +11,7 @@ and never re-points this interpreter's install). Measured from outside, polling 
 * ``all_ranked_s``: to the last of them.
 
 ``--cold`` first removes the example images and the base image (Docker's build cache for them
-goes too; Debian's package cache and pip's stay), as on a machine that never built them,
+goes too with Docker's legacy builder; Debian's package cache and pip's stay), as on a machine that never built them,
 and then measures a second fresh clone, whose images are now cached: the baseline. The
 target is every board ranked within 60 s of a cold start on a 2-core machine.
 
@@ -21,6 +21,7 @@ Usage: ``python benchmarks/bench_first_start.py [--cold] [--timeout-s 900] [--ke
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -112,11 +113,13 @@ def first_start(timeout_s: float, keep_log: Path | None = None) -> dict[str, Any
                         ranked[task] = round(time.monotonic() - started, 1)
                 time.sleep(POLL_S)
         finally:
-            os.killpg(proc.pid, signal.SIGINT)
+            with contextlib.suppress(ProcessLookupError):  # run.sh may have ended already
+                os.killpg(proc.pid, signal.SIGINT)
             try:
                 proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             log.close()
             if keep_log is not None:

@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 # first start's building, and a third only queues behind them.
 BUILDERS = 2
 BUILD_TIMEOUT_S = 600
+BASE_IMAGE = "dynaeval/python-base:latest"  # every example Dockerfile's FROM
+RELEASE_RETRY_S = 2.0  # a release that met a database outage is tried again this much later
 
 Entry = dict[str, Any]
 Held = dict[str, Entry]  # model id -> its catalog entry (usecases.service.hold_examples)
@@ -65,7 +67,13 @@ build_variant = build_image  # the name the tests and set-up know the baselines'
 
 
 def build_base_image() -> None:
-    """The base every example image starts from (cached: a second call takes a moment)."""
+    """The base every example image starts from, built only when there is none: an image
+    set-up built earlier is used as it is (rebuilding it needs a Debian mirror)."""
+    listed = subprocess.run(
+        ["docker", "image", "inspect", BASE_IMAGE], capture_output=True, timeout=60, check=False
+    )
+    if listed.returncode == 0:
+        return
     script = REPO_ROOT / "scripts" / "build-base-image.sh"
     subprocess.run(["bash", str(script)], check=True, timeout=1800, capture_output=True)
 
@@ -134,26 +142,47 @@ def _release_as_built(
         "Docker after the first start); each model is queued as soon as its image is built"
     )
     started: list[str] = []
-    fallen_back = 0
+    by_kind = {"docker": 0, "process": 0}
     builds = [(image, models[0][1]) for image, models in waiting.items()]
     for number, (image, failure) in enumerate(_built_as_they_finish(builds), start=1):
-        names = ", ".join(f"{e['task']}/{e['name']}" for _, e in waiting[image])
-        kind: str | None = "docker"
+        kind = "docker" if failure is None else None if choice == "docker" else "process"
+        released = [
+            (model_id, entry)
+            for model_id, entry in waiting[image]
+            if _release_through_outages(service, model_id, entry, kind)
+        ]
+        started += [model_id for model_id, _ in released]
+        if kind is not None:
+            by_kind[kind] += len(released)
+        where = f"{image} ({number}/{len(waiting)})"
+        if kind is None and failure is not None:
+            names = ", ".join(f"{e['task']}/{e['name']}" for _, e in waiting[image])
+            progress(f"could not build {where}: {_why(failure)}; {names} not queued")
+            continue
+        names = ", ".join(f"{e['task']}/{e['name']}" for _, e in released) or "none (cancelled)"
         if failure is None:
-            progress(f"built {image} ({number}/{len(waiting)}): queued {names}")
+            progress(f"built {where}: queued {names}")
         else:
-            kind = None if choice == "docker" else "process"
-            progress(
-                f"could not build {image} ({number}/{len(waiting)}): {_why(failure)}; "
-                + (f"{names} not queued" if kind is None else f"{names} run as processes")
-            )
-        for model_id, entry in waiting[image]:
-            if _release(service, model_id, entry, kind):
-                started.append(model_id)
-                fallen_back += kind == "process"
-    also = f", {fallen_back} as local processes" if fallen_back else ""
-    print(f"queued {len(started)} example models (docker runtime{also})", flush=True)
+            progress(f"could not build {where}: {_why(failure)}; {names} run as processes")
+    also = f", {by_kind['process']} as local processes" if by_kind["process"] else ""
+    print(
+        f"queued {len(started)} example models ({by_kind['docker']} as containers{also})",
+        flush=True,
+    )
     return started
+
+
+def _release_through_outages(
+    service: Service, model_id: str, entry: Entry, kind: str | None
+) -> bool:
+    """``_release``, tried again while the database is out (a model left held would stay
+    listed as queued and never run); False when it had nothing to release."""
+    while True:
+        try:
+            return _release(service, model_id, entry, kind)
+        except DATABASE_OUTAGES:
+            log.warning("the database is out: %s is released when it is back", entry["name"])
+            time.sleep(RELEASE_RETRY_S)
 
 
 def _built_as_they_finish(

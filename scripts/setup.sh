@@ -53,20 +53,20 @@ fi
 
 # The Docker engine before the Python side, so the base image (Debian packages through
 # mmdebstrap: a minute or more on a fresh machine, mostly downloading) is built beside the
-# pip install below instead of after it. Stopped if set-up ends early.
+# pip install below instead of after it. It runs in a session of its own (setsid), so an
+# early end of set-up stops all of it, mmdebstrap's workers included, by process group.
 engine=0
 base_pid=""
 base_log="$(mktemp)"
 stop_base_build() {
     [[ -n "$base_pid" ]] || return 0
-    pkill -TERM -P "$base_pid" 2>/dev/null || true
-    kill "$base_pid" 2>/dev/null || true
+    kill -TERM -- "-$base_pid" 2>/dev/null || true
 }
 trap 'stop_base_build; rm -f "$base_log"' EXIT
 if [[ "$no_images" == "0" ]] && scripts/ensure-docker.sh; then
     engine=1
     log "the base image: checked, or built from Debian packages beside the Python install"
-    scripts/build-base-image.sh >/dev/null 2>"$base_log" &
+    setsid scripts/build-base-image.sh >/dev/null 2>"$base_log" &
     base_pid=$!
 fi
 

@@ -15,9 +15,21 @@ def catalog_images() -> list[str]:
     return list(dict.fromkeys(examples.example_image(e) for e in examples.example_catalog()))
 
 
+def no_base_image(cmd: list[str]) -> Any:
+    """What ``docker image inspect`` answers when the base image was never built."""
+    return examples.subprocess.CompletedProcess(cmd, 1)
+
+
 def test_the_build_says_what_it_waits_for(monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[list[str]] = []
-    monkeypatch.setattr(examples.subprocess, "run", lambda cmd, **_: ran.append(list(cmd)))
+
+    def run(cmd: list[str], **_: Any) -> Any:
+        if cmd[1:3] == ["image", "inspect"]:
+            return no_base_image(cmd)
+        ran.append(list(cmd))
+        return None
+
+    monkeypatch.setattr(examples.subprocess, "run", run)
     lines: list[str] = []
     assert examples.build_catalog_images(progress=lines.append)
     images = catalog_images()
@@ -49,7 +61,9 @@ def test_a_baseline_bakes_its_answer_in() -> None:
 
 @pytest.mark.parametrize("fails", ["build-base-image.sh", "dynaeval-example/"])
 def test_a_failed_build_is_said_and_reported(monkeypatch: pytest.MonkeyPatch, fails: str) -> None:
-    def run(cmd: Any, **_: Any) -> None:
+    def run(cmd: Any, **_: Any) -> Any:
+        if cmd[1:3] == ["image", "inspect"]:
+            return no_base_image(cmd)
         if any(fails in part for part in cmd):
             raise examples.subprocess.CalledProcessError(1, cmd, stderr=b"step 3\nno space left")
 
@@ -63,3 +77,16 @@ def test_setup_builds_every_image_serve_needs() -> None:
     setup = (REPO_ROOT / "scripts" / "setup.sh").read_text()
     assert '"$PYTHON" -m client.examples' in setup
     assert (REPO_ROOT / "scripts" / "build-example-images.sh").exists()
+
+
+def test_a_base_image_built_earlier_is_used_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve never rebuilds a base image set-up built (that would need a Debian mirror)."""
+    ran: list[list[str]] = []
+
+    def run(cmd: list[str], **_: Any) -> Any:
+        ran.append(list(cmd))
+        return examples.subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(examples.subprocess, "run", run)
+    examples.build_base_image()
+    assert ran == [["docker", "image", "inspect", examples.BASE_IMAGE]]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -214,3 +215,35 @@ def test_following_ends_when_a_stop_is_asked_for(service: Service) -> None:
     lines: list[str] = []
     examples.follow_examples(service, held, started, lines.append, wait=lambda _: True)
     assert lines == []  # nothing evaluated, nothing said, and no wait for it
+
+
+def test_a_database_outage_while_releasing_leaves_no_example_held(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release that meets an outage is tried again: a model left held would be listed as
+    queued for good, and the console would have said it was queued."""
+    from sqlalchemy.exc import OperationalError
+
+    monkeypatch.setattr(examples, "docker_answers", lambda: True)
+    monkeypatch.setattr(examples, "build_base_image", lambda: None)
+    monkeypatch.setattr(examples, "build_image", lambda entry: None)
+    monkeypatch.setattr(examples, "RELEASE_RETRY_S", 0.0)
+    store_type = type(service.store)
+    start_held = store_type.start_held
+    calls: list[str] = []
+
+    def out_once(store: Any, model_id: str, runtime: Any = None) -> bool:
+        calls.append(model_id)
+        if len(calls) == 2:
+            raise OperationalError("UPDATE jobs", {}, Exception("server closed the connection"))
+        return start_held(store, model_id, runtime)
+
+    monkeypatch.setattr(store_type, "start_held", out_once)
+    lines: list[str] = []
+    held = service.hold_examples()
+    started = examples.start_examples(service, held, "docker", progress=lines.append)
+    assert sorted(started) == sorted(held) and len(calls) == len(held) + 1
+    assert claimed_runtimes(service) == {"docker": len(held)}
+    assert sum(line.startswith("built ") for line in lines) == len(
+        {example_image(e) for e in held.values()}
+    )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -47,14 +46,6 @@ def test_a_virtual_environment_is_never_externally_managed(tmp_path: Path) -> No
         timeout=120,
     )
     assert sourced(f'externally_managed "{tmp_path}/env/bin/python"', tmp_path).returncode == 1
-
-
-def test_an_interpreter_without_the_marker_is_not_managed(tmp_path: Path) -> None:
-    marker = Path(sysconfig.get_path("stdlib")) / "EXTERNALLY-MANAGED"
-    managed = sys.prefix == sys.base_prefix and marker.exists()
-    assert sourced(f'externally_managed "{sys.executable}"', tmp_path).returncode == (
-        0 if managed else 1
-    )
 
 
 def test_debians_own_python3_is_externally_managed(tmp_path: Path) -> None:
