@@ -214,7 +214,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if rescored:
         print(f"re-scoring {len(rescored)} models whose task data changed", flush=True)
     examples = not args.no_examples and service.store.count_models() == 0
-    if examples:
+    # examples an earlier first start held and was stopped before releasing: released now
+    left_held = {} if args.no_examples or examples else service.held_examples()
+    if examples or left_held:
         check_example_runtime(args.example_runtime)  # fail fast, before anything listens
     _in_background(service.sweep_unfinished_writes, "sweep")
     service.start_workers(args.workers, grace_s=args.grace_s)
@@ -232,10 +234,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"leaderboard: {base}/tasks/{name} (JSON: {base}/api/v1/tasks/{name}/leaderboard)",
             flush=True,
         )
-    if examples:
+    if examples or left_held:
         # Building the example images takes minutes on a fresh clone: the server listens
         # first and the pages show the examples as queued, then running, then scored.
-        queue_examples_in_background(service, args.example_runtime, signals.requested)
+        queue_examples_in_background(
+            service, args.example_runtime, signals.requested, left_held or None
+        )
     thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
     thread.start()
     boards_stop = threading.Event()

@@ -300,13 +300,14 @@ def follow_examples(
 
 
 def queue_examples_in_background(
-    service: Service, choice: str, stop: threading.Event | None = None
+    service: Service, choice: str, stop: threading.Event | None = None, held: Held | None = None
 ) -> threading.Thread:
     """Hold every example model now (the pages show them as queued from the first second),
-    then build and release them on a daemon thread, so the server answers meanwhile (a
-    daemon, because Ctrl-C must not wait for a half-done image build), and say each as it
-    is evaluated until ``stop`` is set."""
-    held = service.hold_examples()
+    or take ``held``, those an earlier start held and never released; then build and
+    release them on a daemon thread, so the server answers meanwhile (a daemon, because
+    Ctrl-C must not wait for a half-done image build), and say each as it is evaluated
+    until ``stop`` is set."""
+    held = held if held is not None else service.hold_examples()
     stop = stop or threading.Event()
 
     def run() -> None:

@@ -186,6 +186,21 @@ class JobStore(LeaseRecovery, LateResults):
             job.available_at, job.stage = self.clock.now(), "queued"
         return True
 
+    def held_models(self) -> dict[str, tuple[str, str]]:
+        """Every model whose job is still held (a start stopped before building its image):
+        model id -> (task, name)."""
+        with self.db.session() as session:
+            rows = session.execute(
+                select(ModelRow.id, ModelRow.task, ModelRow.name)
+                .join(JobRow, JobRow.model_id == ModelRow.id)
+                .where(
+                    JobRow.status == JobStatus.QUEUED,
+                    JobRow.stage == HELD_STAGE,
+                    JobRow.attempts == 0,
+                )
+            ).all()
+        return {model_id: (task, name) for model_id, task, name in rows}
+
     def discard_held(self, model_id: str) -> bool:
         """Remove a held job and its model, which never ran (its image did not build):
         nothing of it stays behind. False when the model has no held job."""

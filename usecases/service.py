@@ -230,6 +230,19 @@ class Service:
             for entry in self._examples()
         }
 
+    def held_examples(self) -> dict[str, dict[str, Any]]:
+        """The examples an earlier start held and never released (it was stopped while their
+        images built), to be released now: model id -> catalog entry. A held model the
+        catalog no longer lists is removed (it never ran: nothing of it is lost)."""
+        catalog = {(entry["task"], entry["name"]): entry for entry in self._examples()}
+        found: dict[str, dict[str, Any]] = {}
+        for model_id, key in self.store.held_models().items():
+            if key in catalog:
+                found[model_id] = catalog[key]
+            else:
+                self.store.discard_held(model_id)
+        return found
+
     def _examples(self) -> list[dict[str, Any]]:
         return [entry for entry in example_catalog() if entry["task"] in self.tasks]
 

@@ -247,3 +247,27 @@ def test_a_database_outage_while_releasing_leaves_no_example_held(
     assert sum(line.startswith("built ") for line in lines) == len(
         {example_image(e) for e in held.values()}
     )
+
+
+def test_examples_a_stopped_first_start_left_held_are_released_by_the_next(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first start stopped while the images built leaves its examples held (listed as
+    queued, taken by no worker); the next start releases them instead of leaving them."""
+    held = service.hold_examples()
+    first = next(iter(held))
+    assert service.store.start_held(first)  # released before the stop
+    stray, _ = service.store.submit(
+        "sentiment", "gone-from-the-catalog", {"kind": "process", "command": ["x"]}, held=True
+    )
+    left = service.held_examples()
+    assert set(left) == set(held) - {first}
+    assert all(left[model_id] == held[model_id] for model_id in left)
+    assert service.queries.submission(stray) is None  # never ran: removed
+    monkeypatch.setattr(examples, "follow_examples", lambda *args, **kwargs: None)
+    thread = examples.queue_examples_in_background(service, "process", threading.Event(), left)
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert claimed_runtimes(service) == {"process": len(held)}
+    assert service.store.count_models() == len(held)  # none submitted twice
+    assert service.held_examples() == {}
