@@ -164,12 +164,17 @@ def _release_as_built(
             progress(f"built {where}: queued {names}")
         else:
             progress(f"could not build {where}: {_why(failure)}; {names} run as processes")
-    also = f", {by_kind['process']} as local processes" if by_kind["process"] else ""
-    print(
-        f"queued {len(started)} example models ({by_kind['docker']} as containers{also})",
-        flush=True,
-    )
+    print(f"queued {len(started)} example models ({_runtimes(by_kind)})", flush=True)
     return started
+
+
+def _runtimes(by_kind: dict[str, int]) -> str:
+    """How the released examples run, as the summary line says it (scripts read it)."""
+    if not by_kind["process"]:
+        return "docker runtime"
+    if not by_kind["docker"]:
+        return "process runtime: no image built"
+    return f"docker runtime, {by_kind['process']} as local processes"
 
 
 def _release_through_outages(

@@ -83,7 +83,10 @@ def test_a_failed_base_image_with_auto_runs_every_example_as_a_process(
 
 @pytest.mark.parametrize("choice", ["auto", "docker"])
 def test_an_image_that_fails_leaves_only_its_own_models_out_of_the_containers(
-    service: Service, monkeypatch: pytest.MonkeyPatch, choice: str
+    service: Service,
+    monkeypatch: pytest.MonkeyPatch,
+    choice: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     broken = next(e for e in example_catalog() if not e.get("args"))
     monkeypatch.setattr(examples, "docker_answers", lambda: True)
@@ -97,10 +100,14 @@ def test_an_image_that_fails_leaves_only_its_own_models_out_of_the_containers(
     others = len(example_catalog()) - 1
     if choice == "auto":  # the broken one is evaluated all the same, as a local process
         assert len(started) == len(example_catalog())
+        assert f"queued {len(started)} example models (docker runtime, 1 as local processes)" in (
+            capsys.readouterr().out
+        )
         assert claimed_runtimes(service) == {"docker": others, "process": 1}
         assert any(f"{broken['task']}/{broken['name']} run as processes" in x for x in lines)
     else:  # docker or nothing: the broken one is removed, nothing half-queued stays
         assert len(started) == others == service.store.count_models()
+        assert f"queued {others} example models (docker runtime)" in capsys.readouterr().out
         assert claimed_runtimes(service) == {"docker": others}
         assert any(f"{broken['task']}/{broken['name']} not queued" in x for x in lines)
 
