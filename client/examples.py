@@ -63,9 +63,6 @@ def build_image(entry: Entry) -> None:
     subprocess.run(build_command(entry), check=True, timeout=BUILD_TIMEOUT_S, capture_output=True)
 
 
-build_variant = build_image  # the name the tests and set-up know the baselines' build by
-
-
 def build_base_image() -> None:
     """The base every example image starts from, built only when there is none: an image
     set-up built earlier is used as it is (rebuilding it needs a Debian mirror)."""
@@ -117,10 +114,13 @@ def _containers_unavailable(progress: Callable[[str], None]) -> str | None:
     built and an engine answers."""
     if not docker_answers():
         return "no Docker engine answers"
+    return _base_image_unavailable(progress)
+
+
+def _base_image_unavailable(progress: Callable[[str], None]) -> str | None:
+    """Build the base image when there is none, saying so; why it did not build, or None."""
+    progress("checking the base image (built from Debian packages the first time: a minute or two)")
     try:
-        progress(
-            "checking the base image (built from Debian packages the first time: a minute or two)"
-        )
         build_base_image()
     except (OSError, subprocess.SubprocessError) as exc:
         return f"the base image did not build ({_why(exc)})"
@@ -232,11 +232,9 @@ def build_catalog_images(progress: Callable[[str], None] = _say) -> bool:
     runs this, so a first ``serve`` finds them all built), saying each as it is done; False
     when one does not build."""
     images = {example_image(entry): entry for entry in example_catalog()}
-    progress("checking the base image (built from Debian packages the first time: a minute or two)")
-    try:
-        build_base_image()
-    except (OSError, subprocess.SubprocessError) as exc:
-        progress(f"could not build the base image: {_why(exc)}")
+    reason = _base_image_unavailable(progress)
+    if reason is not None:
+        progress(f"could not build the example images: {reason}")
         return False
     progress(f"building {len(images)} example model images, {BUILDERS} at a time")
     built = True

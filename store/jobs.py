@@ -193,11 +193,7 @@ class JobStore(LeaseRecovery, LateResults):
             rows = session.execute(
                 select(ModelRow.id, ModelRow.task, ModelRow.name)
                 .join(JobRow, JobRow.model_id == ModelRow.id)
-                .where(
-                    JobRow.status == JobStatus.QUEUED,
-                    JobRow.stage == HELD_STAGE,
-                    JobRow.attempts == 0,
-                )
+                .where(*_HELD)
             ).all()
         return {model_id: (task, name) for model_id, task, name in rows}
 
@@ -458,18 +454,15 @@ def _claimed(claimed: Claimed, found: Claimable, token: str) -> ClaimedJob:
     )
 
 
+# A held job: queued, never run, waiting for its image (submit(held=True), start_held).
+_HELD = (JobRow.status == JobStatus.QUEUED, JobRow.stage == HELD_STAGE, JobRow.attempts == 0)
+
+
 def _held_job(session: Session, model_id: str) -> JobRow | None:
     """The model's job if it is still held (queued, never run, waiting for its image),
     locked for this transaction."""
     return session.scalars(
-        select(JobRow)
-        .where(
-            JobRow.model_id == model_id,
-            JobRow.status == JobStatus.QUEUED,
-            JobRow.stage == HELD_STAGE,
-            JobRow.attempts == 0,
-        )
-        .with_for_update()
+        select(JobRow).where(JobRow.model_id == model_id, *_HELD).with_for_update()
     ).first()
 
 

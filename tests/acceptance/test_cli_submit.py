@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from client.examples import build_variant
+from client.examples import build_image
 from configs.vocabulary.failures import FailureCode
 from configs.vocabulary.results import EvaluationResult, Failure, Score, ScoreKey
 from evaluator.inputs.datasets import load_examples
@@ -364,7 +364,7 @@ def _saved_example(tmp_path: Path) -> Path:
     if exists.returncode != 0:
         entry = next(e for e in example_catalog() if example_image(e) == EXAMPLE_IMAGE)
         try:
-            build_variant(entry)
+            build_image(entry)
         except (OSError, subprocess.SubprocessError) as exc:
             _skip_or_fail(f"{EXAMPLE_IMAGE} could not be built ({exc})")
     tarball = tmp_path / "majority model v1.tar"
