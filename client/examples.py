@@ -28,6 +28,8 @@ RELEASE_RETRY_S = 2.0  # a release that met a database outage is tried again thi
 
 Entry = dict[str, Any]
 Held = dict[str, Entry]  # model id -> its catalog entry (usecases.service.hold_examples)
+# what a start tells its follower of each held model: (model id, released), None when done
+Releases = queue.SimpleQueue[tuple[str, bool] | None]
 
 
 def docker_answers() -> bool:
@@ -89,22 +91,33 @@ def queue_examples(service: Service, choice: str) -> list[str]:
 
 
 def start_examples(
-    service: Service, held: Held, choice: str, progress: Callable[[str], None] = _say
+    service: Service,
+    held: Held,
+    choice: str,
+    progress: Callable[[str], None] = _say,
+    releases: Releases | None = None,
 ) -> list[str]:
     """Release the ``held`` examples with the runtime each can have; those that can have
     none (``docker`` asked for and not possible) are removed again, so nothing half-queued
-    stays behind. Returns the ids of the models released."""
+    stays behind. Each is put on ``releases`` as it is released or removed (a follower says
+    each as it is scored meanwhile). Returns the ids of the models released."""
+    told = releases or queue.SimpleQueue()
     if choice != "process":
         reason = _containers_unavailable(progress)
         if reason is None:
-            return _release_as_built(service, held, choice, progress)
+            return _release_as_built(service, held, choice, progress, told)
         if choice == "docker":
             for model_id in held:
                 service.store.discard_held(model_id)
+                told.put((model_id, False))
             print(f"not queueing the example models: {reason}", flush=True)
             return []
         log.warning("the example models run as local processes: %s", reason)
-    started = [model_id for model_id, entry in held.items() if _release(service, model_id, entry)]
+    started = []
+    for model_id, entry in held.items():
+        released = _release(service, model_id, entry)
+        told.put((model_id, released))
+        started += [model_id] if released else []
     print(f"queued {len(started)} example models (process runtime)", flush=True)
     return started
 
@@ -128,7 +141,7 @@ def _base_image_unavailable(progress: Callable[[str], None]) -> str | None:
 
 
 def _release_as_built(
-    service: Service, held: Held, choice: str, progress: Callable[[str], None]
+    service: Service, held: Held, choice: str, progress: Callable[[str], None], told: Releases
 ) -> list[str]:
     """Build the images the held models need, ``BUILDERS`` at a time in catalog order, and
     release each image's models the moment it is built, so the worker evaluates the first
@@ -146,11 +159,11 @@ def _release_as_built(
     builds = [(image, models[0][1]) for image, models in waiting.items()]
     for number, (image, failure) in enumerate(_built_as_they_finish(builds), start=1):
         kind = "docker" if failure is None else None if choice == "docker" else "process"
-        released = [
-            (model_id, entry)
-            for model_id, entry in waiting[image]
-            if _release_through_outages(service, model_id, entry, kind)
-        ]
+        released = []
+        for model_id, entry in waiting[image]:
+            went = _release_through_outages(service, model_id, entry, kind)
+            told.put((model_id, went))
+            released += [(model_id, entry)] if went else []
         started += [model_id for model_id, _ in released]
         if kind is not None:
             by_kind[kind] += len(released)
@@ -265,17 +278,32 @@ def _why(exc: BaseException) -> str:
 def follow_examples(
     service: Service,
     held: Held,
-    started: list[str],
+    releases: Releases,
     progress: Callable[[str], None] = _say,
     every_s: float = 1.0,
     wait: Callable[[float], bool | None] = time.sleep,
 ) -> None:
-    """Say each released example as it is scored or fails, then that every one is done, so
-    a first start's console tells what it still waits for (until ``wait`` returns True: a
-    stop was asked for)."""
-    pending = list(started)
-    finished = scored = 0
-    while pending:
+    """Say each example as it is scored or fails, from the first released on (``releases``,
+    while the others' images still build), then that every one is done, so a first start's
+    console tells what it still waits for (until ``wait`` returns True: a stop was asked
+    for). A count (n/N) is of the examples still meant to run: a removed one leaves it."""
+    pending: list[str] = []
+    expected, finished, scored = len(held), 0, 0
+    releasing = True
+    while True:
+        while releasing:  # what the start released or removed since the last look
+            try:
+                told = releases.get_nowait()
+            except queue.Empty:
+                break
+            if told is None:
+                releasing = False
+            elif told[1]:
+                pending.append(told[0])
+            else:
+                expected -= 1
+        if not releasing and not pending:
+            break
         if wait(every_s):
             return
         for model_id in list(pending):
@@ -288,18 +316,31 @@ def follow_examples(
                 continue
             pending.remove(model_id)
             finished += 1
-            entry = held[model_id]
-            where = f"{entry['task']}/{entry['name']} ({finished}/{len(started)})"
-            failure = job["failure"] if job is not None else None
-            if job is None:
-                progress(f"{where} was removed")
-            elif failure is None:
-                scored += 1
-                progress(f"scored {where}")
-            else:
-                progress(f"{where} failed: {failure['code']}: {failure['message']}")
-    if started:
-        progress(f"every example model evaluated: {scored} of {len(started)} scored")
+            scored += job is not None and job["failure"] is None
+            progress(_outcome(held[model_id], job, f"({finished}/{expected})"))
+    if finished:
+        progress(f"every example model evaluated: {scored} of {finished} scored")
+
+
+def _outcome(entry: Entry, job: dict[str, Any] | None, count: str) -> str:
+    """The console's line for one example that has ended (``job`` None: it was removed)."""
+    where = f"{entry['task']}/{entry['name']} {count}"
+    if job is None:
+        return f"{where} was removed"
+    failure = job["failure"]
+    if failure is None:
+        return f"scored {where}"
+    return f"{where} failed: {failure['code']}: {failure['message']}"
+
+
+def _follow_quietly(
+    service: Service, held: Held, releases: Releases, stop: threading.Event
+) -> None:
+    """``follow_examples`` until ``stop``; a failure is logged (the server goes on)."""
+    try:
+        follow_examples(service, held, releases, wait=stop.wait)
+    except Exception:
+        log.exception("could not follow the example models")
 
 
 def queue_examples_in_background(
@@ -308,17 +349,24 @@ def queue_examples_in_background(
     """Hold every example model now (the pages show them as queued from the first second),
     or take ``held``, those an earlier start held and never released; then build and
     release them on a daemon thread, so the server answers meanwhile (a daemon, because
-    Ctrl-C must not wait for a half-done image build), and say each as it is evaluated
-    until ``stop`` is set."""
+    Ctrl-C must not wait for a half-done image build), and say each as it is evaluated,
+    from the first on, until ``stop`` is set."""
     held = held if held is not None else service.hold_examples()
     stop = stop or threading.Event()
 
     def run() -> None:
+        releases: Releases = queue.SimpleQueue()
+        follower = threading.Thread(
+            target=_follow_quietly, args=(service, held, releases, stop), daemon=True
+        )
+        follower.start()
         try:
-            started = start_examples(service, held, choice)
-            follow_examples(service, held, started, wait=stop.wait)
+            start_examples(service, held, choice, releases=releases)
         except Exception:  # the server keeps serving; the log says why the examples are missing
             log.exception("could not queue the example models")
+        finally:
+            releases.put(None)
+        follower.join()
 
     thread = threading.Thread(target=run, name="dynaeval-examples", daemon=True)
     thread.start()

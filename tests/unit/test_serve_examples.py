@@ -3,6 +3,7 @@ says how many models are still queued or running."""
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,10 +34,10 @@ def test_the_background_thread_queues_every_example(
     service: Service, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stop = threading.Event()
-    followed: list[list[str]] = []
+    followed: list[examples.Releases] = []
 
-    def follow(service: Service, held: object, started: list[str], **_: object) -> None:
-        followed.append(started)
+    def follow(service: Service, held: object, releases: examples.Releases, **_: object) -> None:
+        followed.append(releases)
 
     monkeypatch.setattr(examples, "follow_examples", follow)
     thread = examples.queue_examples_in_background(service, "process", stop)
@@ -44,7 +45,10 @@ def test_the_background_thread_queues_every_example(
     assert not thread.is_alive()
     assert service.store.count_models() == len(example_catalog())
     assert service.queries.job_counts() == {"queued": len(example_catalog())}
-    assert [len(ids) for ids in followed] == [len(example_catalog())]  # then each is said
+    [releases] = followed  # each released model is told to the follower, then the end
+    told = [releases.get_nowait() for _ in range(releases.qsize())]
+    assert told[-1] is None and all(item is not None and item[1] for item in told[:-1])
+    assert len(told) == len(example_catalog()) + 1
     assert f"queued {len(example_catalog())} example models (process runtime)" in (
         capsys.readouterr().out
     )
@@ -185,6 +189,15 @@ def test_start_held_and_discard_held_only_touch_held_jobs(service: Service) -> N
     assert service.store.count_models() == 1
 
 
+def released(started: list[str]) -> examples.Releases:
+    """What a start that released ``started`` tells its follower."""
+    told: examples.Releases = queue.SimpleQueue()
+    for model_id in started:
+        told.put((model_id, True))
+    told.put(None)
+    return told
+
+
 def test_the_console_says_each_example_as_it_is_scored_or_fails(service: Service) -> None:
     held = service.hold_examples()
     started = examples.start_examples(service, held, "process", progress=lambda line: None)
@@ -205,7 +218,9 @@ def test_the_console_says_each_example_as_it_is_scored_or_fails(service: Service
             assert service.store.finish(job.id, "w", done, lease=job.lease)
         return False
 
-    examples.follow_examples(service, held, started, lines.append, wait=finish_one_each_look)
+    examples.follow_examples(
+        service, held, released(started), lines.append, wait=finish_one_each_look
+    )
     assert len(looks) == len(started)
     entry = held[second]
     said = [line for line in lines if line.startswith(f"{entry['task']}/{entry['name']} (")]
@@ -220,7 +235,7 @@ def test_following_ends_when_a_stop_is_asked_for(service: Service) -> None:
     held = service.hold_examples()
     started = examples.start_examples(service, held, "process", progress=lambda line: None)
     lines: list[str] = []
-    examples.follow_examples(service, held, started, lines.append, wait=lambda _: True)
+    examples.follow_examples(service, held, released(started), lines.append, wait=lambda _: True)
     assert lines == []  # nothing evaluated, nothing said, and no wait for it
 
 
@@ -278,3 +293,72 @@ def test_examples_a_stopped_first_start_left_held_are_released_by_the_next(
     assert claimed_runtimes(service) == {"process": len(held)}
     assert service.store.count_models() == len(held)  # none submitted twice
     assert service.held_examples() == {}
+
+
+def test_the_console_says_the_first_model_scored_while_other_images_still_build(
+    service: Service, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A first start's console says each model as it is scored from the first on, not in a
+    burst once the last image is built."""
+    images = list(dict.fromkeys(example_image(e) for e in example_catalog()))
+    built = {image: threading.Event() for image in images}
+    monkeypatch.setattr(examples, "docker_answers", lambda: True)
+    monkeypatch.setattr(examples, "build_base_image", lambda: None)
+    monkeypatch.setattr(examples, "build_image", lambda entry: built[example_image(entry)].wait(30))
+    stop = threading.Event()
+    thread = examples.queue_examples_in_background(service, "auto", stop)
+    said: list[str] = []
+    try:
+        built[images[0]].set()
+        claimed: list[ClaimedJob | None] = []
+        wait_until(
+            lambda: claimed.append(service.store.claim("w", lease_s=60)) or bool(claimed[-1]),
+            what="the first image's model released",
+        )
+        job = claimed[-1]
+        assert job is not None and job.model_id is not None
+        done = EvaluationResult(job.task, "done", summary={"performance": 0.5})
+        assert service.store.finish(job.id, "w", done, lease=job.lease)
+        wait_until(
+            lambda: said.append(capsys.readouterr().out) or "scored " in "".join(said),
+            what="the first model said as scored",
+        )
+        assert not any(event.is_set() for event in list(built.values())[1:])  # still building
+    finally:
+        for event in built.values():
+            event.set()
+        stop.set()
+        thread.join(timeout=60)
+        assert not thread.is_alive()
+    entry = next(e for e in example_catalog() if example_image(e) == images[0])
+    assert f"scored {entry['task']}/{entry['name']} (1/{len(example_catalog())})" in "".join(said)
+
+
+def test_a_removed_example_leaves_the_count(service: Service) -> None:
+    """Counts are of the examples still meant to run: one removed (its image failed with
+    ``docker`` asked for) is not waited for."""
+    held = service.hold_examples()
+    first, removed, *rest = held
+    started = examples.start_examples(service, {first: held[first]}, "process", lambda _: None)
+    assert started == [first]
+    told: examples.Releases = queue.SimpleQueue()
+    told.put((first, True))
+    told.put((removed, False))
+    for model_id in rest:
+        told.put((model_id, False))
+    told.put(None)
+    job = service.store.claim("w", lease_s=60)
+    assert job is not None
+    assert service.store.finish(
+        job.id,
+        "w",
+        EvaluationResult(job.task, "done", summary={"performance": 1.0}),
+        lease=job.lease,
+    )
+    lines: list[str] = []
+    examples.follow_examples(service, held, told, lines.append, wait=lambda _: False)
+    entry = held[first]
+    assert lines == [
+        f"scored {entry['task']}/{entry['name']} (1/1)",
+        "every example model evaluated: 1 of 1 scored",
+    ]
