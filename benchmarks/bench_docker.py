@@ -14,7 +14,6 @@ import http.client
 import json
 import socket
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from client.examples import build_base_image, build_image, folder_entry  # noqa: E402
 from configs.schema import Limits  # noqa: E402
 from evaluator.runtimes.docker.runtime import DockerRuntime  # noqa: E402
 from evaluator.runtimes.process import ProcessRuntime  # noqa: E402
@@ -118,9 +118,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=500)
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args()
-    subprocess.run(
-        [str(REPO / "scripts" / "build-example-images.sh"), "null"], check=True, capture_output=True
-    )
+    build_base_image()
+    build_image(folder_entry("null"))
 
     cold = cold_starts(args.starts)
     docker_s = batch_latencies(

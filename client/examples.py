@@ -3,6 +3,7 @@ building their images on a first start, each model queued as soon as its image e
 
 from __future__ import annotations
 
+import argparse
 import logging
 import queue
 import subprocess
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 BUILDERS = 2
 BUILD_TIMEOUT_S = 600
 BASE_IMAGE = "dynaeval/python-base:latest"  # every example Dockerfile's FROM
+MODELS = REPO_ROOT / "examples" / "models"
 RELEASE_RETRY_S = 2.0  # a release that met a database outage is tried again this much later
 
 Entry = dict[str, Any]
@@ -50,14 +52,27 @@ def _say(line: str) -> None:
 
 
 def build_command(entry: Entry) -> list[str]:
-    """``docker build`` for one catalog entry's image; an entry with ``args`` (the majority
-    baselines) bakes them in as its answer."""
-    models = REPO_ROOT / "examples" / "models"
+    """``docker build`` for one catalog entry's image (or a folder's, ``folder_entry``); an
+    entry with ``args`` (the majority baselines) bakes them in as its answer."""
     command = ["docker", "build", "--quiet", "--network", "none"]  # nothing downloads
     if entry.get("args"):
         command += ["--build-arg", "MAJORITY_ARGS=" + " ".join(map(str, entry["args"]))]
-    dockerfile = models / entry["dir"] / "Dockerfile"
-    return [*command, "-f", str(dockerfile), "-t", example_image(entry), str(models)]
+    dockerfile = MODELS / entry["dir"] / "Dockerfile"
+    # the context is every example's folder: each image copies the shared dynaeval_server.py
+    return [*command, "-f", str(dockerfile), "-t", example_image(entry), str(MODELS)]
+
+
+def folder_entry(directory: str) -> Entry:
+    """``examples/models/<directory>`` as an entry of its own, built without arguments as
+    ``dynaeval-example/<directory>:latest`` (the images tests and benchmarks run)."""
+    if not (MODELS / directory / "Dockerfile").is_file():
+        raise ValueError(f"no Dockerfile in {MODELS / directory}")
+    return {"dir": directory}
+
+
+def example_folders() -> list[str]:
+    """Every folder under ``examples/models`` with a Dockerfile, by name."""
+    return sorted(path.parent.name for path in MODELS.glob("*/Dockerfile"))
 
 
 def build_image(entry: Entry) -> None:
@@ -240,11 +255,16 @@ def _built_as_they_finish(
         yield finished.get()
 
 
-def build_catalog_images(progress: Callable[[str], None] = _say) -> bool:
+def build_catalog_images(
+    progress: Callable[[str], None] = _say, folders: list[str] | None = None
+) -> bool:
     """Build the image of every model in the catalog, the base first (``scripts/setup.sh``
-    runs this, so a first ``serve`` finds them all built), saying each as it is done; False
-    when one does not build."""
+    runs this, so a first ``serve`` finds them all built), then each of ``folders``' own
+    (``folder_entry``), saying each as it is done; False when one does not build."""
     images = {example_image(entry): entry for entry in example_catalog()}
+    for directory in folders or []:
+        entry = folder_entry(directory)
+        images.setdefault(example_image(entry), entry)
     reason = _base_image_unavailable(progress)
     if reason is not None:
         progress(f"could not build the example images: {reason}")
@@ -373,7 +393,22 @@ def queue_examples_in_background(
     return thread
 
 
-if __name__ == "__main__":  # scripts/setup.sh: every image a first ``serve`` needs
-    raise SystemExit(
-        0 if build_catalog_images(lambda line: print(f"[setup] {line}", flush=True)) else 1
+def main(argv: list[str] | None = None) -> int:
+    """``python -m client.examples [--every-folder]`` (``scripts/setup.sh``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m client.examples",
+        description="Build every image a first `dynaeval serve` needs (cached by Docker).",
     )
+    parser.add_argument(
+        "--every-folder",
+        action="store_true",
+        help="also each examples/models folder's own image (what the tests and benchmarks run)",
+    )
+    args = parser.parse_args(argv)
+    folders = example_folders() if args.every_folder else None
+    built = build_catalog_images(lambda line: print(f"[setup] {line}", flush=True), folders)
+    return 0 if built else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -123,11 +123,12 @@ if [[ "$base_ok" == "1" ]]; then
     command -v docker-compose >/dev/null || { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
         $SUDO apt-get install -y -qq --no-install-recommends docker-compose; } || log "no docker-compose"
     # Every image a first serve needs (the catalog's examples, two at a time, each said as
-    # it is built); with --docker also the ones only the tests run (build-example-images.sh);
+    # it is built); with --docker also each example folder's own, which the tests run;
     # build-deploy-images.sh: the compose deployment's images (deploy/, tests/deploy). All are
     # cached by Docker: a second run takes seconds.
-    if "$PYTHON" -m client.examples >&2 \
-        && { [[ "$need_docker" == "0" ]] || scripts/build-example-images.sh >/dev/null; } \
+    every_folder=()
+    [[ "$need_docker" == "0" ]] || every_folder=(--every-folder)
+    if "$PYTHON" -m client.examples "${every_folder[@]}" >&2 \
         && { [[ "$deploy_images" == "0" ]] || scripts/build-deploy-images.sh >/dev/null; }; then
         docker_ok=1
     fi

@@ -86,16 +86,19 @@ def base_image(docker_client) -> str:
 @pytest.fixture(scope="session")
 def example_image(base_image) -> Callable[[str], str]:
     """Build (cached) and return the tag of ``examples/models/<name>``'s image."""
+    from client.examples import build_image, folder_entry
+    from usecases.service import example_image
+
     built: dict[str, str] = {}
-    script = REPO / "scripts" / "build-example-images.sh"
 
     def get(name: str) -> str:
         if name not in built:
-            result = subprocess.run(
-                [str(script), name], capture_output=True, text=True, timeout=600
-            )
-            assert result.returncode == 0, result.stderr[-2000:]
-            built[name] = f"dynaeval-example/{name}:latest"
+            entry = folder_entry(name)
+            try:
+                build_image(entry)
+            except subprocess.CalledProcessError as exc:
+                raise AssertionError(exc.stderr.decode(errors="replace")[-2000:]) from None
+            built[name] = example_image(entry)
         return built[name]
 
     return get

@@ -9,6 +9,7 @@ import pytest
 
 import client.examples as examples
 from configs.paths import REPO_ROOT
+from usecases.service import example_catalog, example_image
 
 
 def catalog_images() -> list[str]:
@@ -75,8 +76,29 @@ def test_a_failed_build_is_said_and_reported(monkeypatch: pytest.MonkeyPatch, fa
 
 def test_setup_builds_every_image_serve_needs() -> None:
     setup = (REPO_ROOT / "scripts" / "setup.sh").read_text()
-    assert '"$PYTHON" -m client.examples' in setup
-    assert (REPO_ROOT / "scripts" / "build-example-images.sh").exists()
+    assert '"$PYTHON" -m client.examples' in setup and "--every-folder" in setup
+
+
+def test_every_folder_adds_each_example_folders_own_image(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests' images (each folder's own, no build arguments) build beside the catalog's,
+    by the same builder, each once."""
+    built: list[list[str]] = []
+
+    def run(cmd: list[str], **_: Any) -> Any:
+        built.append(list(cmd))
+        return examples.subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(examples.subprocess, "run", run)
+    assert examples.main(["--every-folder"]) == 0
+    tags = [cmd[cmd.index("-t") + 1] for cmd in built if cmd[:2] == ["docker", "build"]]
+    folders = examples.example_folders()
+    assert {"null", "majority", "vqa_shapes"} <= set(folders)
+    assert set(tags) == {example_image(e) for e in example_catalog()} | {
+        f"dynaeval-example/{folder}:latest" for folder in folders
+    }
+    assert len(tags) == len(set(tags))
+    with pytest.raises(ValueError, match="no Dockerfile"):
+        examples.folder_entry("no-such-model")
 
 
 def test_a_base_image_built_earlier_is_used_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:

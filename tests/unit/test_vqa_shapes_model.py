@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import colorsys
+import functools
 import importlib.util
 import io
 import sys
@@ -83,7 +84,9 @@ def _describe(region: list[int], pixels: list, width: int, height: int) -> objec
     return MODEL.Found(colour, shape, cx / width, cy / height, cell)
 
 
-def _pictures() -> list[str]:
+@functools.cache
+def pictures() -> list[str]:
+    """Every picture the task ships (read when a test first asks: not while collecting)."""
     task = load_tasks(CONFIG_DIR / "tasks")["vqa"]
     return [
         str(example.inputs["image"])
@@ -93,20 +96,19 @@ def _pictures() -> list[str]:
     ]
 
 
-PICTURES = _pictures()
-
-
+@pytest.mark.slow  # ~3 s: the reference reads every picture pixel by pixel
 def test_every_shipped_picture_gives_the_objects_a_pixel_by_pixel_reading_gives() -> None:
-    assert len(PICTURES) >= 180
-    for number, picture in enumerate(PICTURES):
+    assert len(pictures()) >= 180
+    for number, picture in enumerate(pictures()):
         assert MODEL.objects(picture) == reference_objects(picture), number
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", IMAGE_PERTURBATIONS)
 def test_perturbed_pictures_give_the_same_objects_too(name: str) -> None:
     perturbation = get_perturbation(name)
     found_any = False
-    for number, picture in enumerate(PICTURES[::6]):
+    for number, picture in enumerate(pictures()[::6]):
         changed = perturbation.apply(picture, seed=number)
         expected = reference_objects(changed)
         found_any = found_any or bool(expected)
