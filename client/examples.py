@@ -26,6 +26,7 @@ BUILDERS = 2
 BUILD_TIMEOUT_S = 600
 BASE_IMAGE = "dynaeval/python-base:latest"  # every example Dockerfile's FROM
 MODELS = REPO_ROOT / "examples" / "models"
+BUILD_OUTPUT_LINES = 30  # of a failed build, shown under set-up's line for it
 RELEASE_RETRY_S = 2.0  # a release that met a database outage is tried again this much later
 
 Entry = dict[str, Any]
@@ -276,6 +277,8 @@ def build_catalog_images(
             progress(f"built {image} ({number}/{len(images)})")
         else:
             progress(f"could not build {image}: {_why(failure)}")
+            for line in _build_output(failure)[-BUILD_OUTPUT_LINES:]:
+                progress(f"  {line}")
             built = False
     return built
 
@@ -290,9 +293,18 @@ def _release(service: Service, model_id: str, entry: Entry, kind: str | None = "
 
 def _why(exc: BaseException) -> str:
     """The end of a failed build's output (the engine says why there), or the error."""
-    detail = getattr(exc, "stderr", b"") or b""
-    text = detail.decode("utf-8", "replace").strip() if isinstance(detail, bytes) else str(detail)
-    return text.splitlines()[-1][:300] if text else str(exc)
+    lines = _build_output(exc)
+    return lines[-1][:300] if lines else str(exc)
+
+
+def _build_output(exc: BaseException) -> list[str]:
+    """The lines a failed ``docker build`` wrote (its error output, then its output)."""
+    text = ""
+    for stream in ("stdout", "stderr"):
+        detail = getattr(exc, stream, b"") or b""
+        text += detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
+        text += "\n"
+    return [line for line in text.strip().splitlines() if line.strip()]
 
 
 def follow_examples(
@@ -308,7 +320,7 @@ def follow_examples(
     console tells what it still waits for (until ``wait`` returns True: a stop was asked
     for). A count (n/N) is of the examples still meant to run: a removed one leaves it."""
     pending: list[str] = []
-    expected, finished, scored = len(held), 0, 0
+    expected, released, finished, scored = len(held), 0, 0, 0
     releasing = True
     while True:
         while releasing:  # what the start released or removed since the last look
@@ -316,10 +328,11 @@ def follow_examples(
                 told = releases.get_nowait()
             except queue.Empty:
                 break
-            if told is None:
-                releasing = False
+            if told is None:  # a start that failed half-way told nothing of the rest
+                releasing, expected = False, released
             elif told[1]:
                 pending.append(told[0])
+                released += 1
             else:
                 expected -= 1
         if not releasing and not pending:
@@ -394,7 +407,7 @@ def queue_examples_in_background(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m client.examples [--every-folder]`` (``scripts/setup.sh``)."""
+    """``python -m client.examples [--every-folder | FOLDER ...]`` (``scripts/setup.sh``)."""
     parser = argparse.ArgumentParser(
         prog="python -m client.examples",
         description="Build every image a first `dynaeval serve` needs (cached by Docker).",
@@ -404,8 +417,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also each examples/models folder's own image (what the tests and benchmarks run)",
     )
+    parser.add_argument(
+        "folders", nargs="*", metavar="FOLDER", help="also these examples/models folders' own"
+    )
     args = parser.parse_args(argv)
-    folders = example_folders() if args.every_folder else None
+    folders = example_folders() if args.every_folder else args.folders
+    unknown = [name for name in folders if name not in example_folders()]
+    if unknown:
+        parser.error(f"no Dockerfile in examples/models/{unknown[0]}")
     built = build_catalog_images(lambda line: print(f"[setup] {line}", flush=True), folders)
     return 0 if built else 1
 

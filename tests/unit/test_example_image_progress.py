@@ -72,6 +72,8 @@ def test_a_failed_build_is_said_and_reported(monkeypatch: pytest.MonkeyPatch, fa
     lines: list[str] = []
     assert examples.build_catalog_images(progress=lines.append) is False
     assert any(line.startswith("could not build") and "no space left" in line for line in lines)
+    if fails == "dynaeval-example/":  # the build's own output follows, indented
+        assert "  step 3" in lines and "  no space left" in lines
 
 
 def test_setup_builds_every_image_serve_needs() -> None:
@@ -99,6 +101,29 @@ def test_every_folder_adds_each_example_folders_own_image(monkeypatch: pytest.Mo
     assert len(tags) == len(set(tags))
     with pytest.raises(ValueError, match="no Dockerfile"):
         examples.folder_entry("no-such-model")
+
+
+def test_named_folders_build_beside_the_catalog_and_an_unknown_one_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    built: list[str] = []
+
+    def run(cmd: list[str], **_: Any) -> Any:
+        if cmd[:2] == ["docker", "build"]:
+            built.append(cmd[cmd.index("-t") + 1])
+        return examples.subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(examples.subprocess, "run", run)
+    assert examples.main(["null", "cpu_1ms"]) == 0
+    assert set(built) == {example_image(e) for e in example_catalog()} | {
+        "dynaeval-example/null:latest",
+        "dynaeval-example/cpu_1ms:latest",
+    }
+    built.clear()
+    with pytest.raises(SystemExit) as refused:
+        examples.main(["no-such-model"])
+    assert refused.value.code == 2 and built == []
+    assert "no Dockerfile in examples/models/no-such-model" in capsys.readouterr().err
 
 
 def test_a_base_image_built_earlier_is_used_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -323,7 +323,7 @@ def test_the_console_says_the_first_model_scored_while_other_images_still_build(
             lambda: said.append(capsys.readouterr().out) or "scored " in "".join(said),
             what="the first model said as scored",
         )
-        assert not any(event.is_set() for event in list(built.values())[1:])  # still building
+        assert service.store.claim("w", lease_s=60) is None  # the others still wait to build
     finally:
         for event in built.values():
             event.set()
@@ -347,6 +347,31 @@ def test_a_removed_example_leaves_the_count(service: Service) -> None:
     for model_id in rest:
         told.put((model_id, False))
     told.put(None)
+    job = service.store.claim("w", lease_s=60)
+    assert job is not None
+    assert service.store.finish(
+        job.id,
+        "w",
+        EvaluationResult(job.task, "done", summary={"performance": 1.0}),
+        lease=job.lease,
+    )
+    lines: list[str] = []
+    examples.follow_examples(service, held, told, lines.append, wait=lambda _: False)
+    entry = held[first]
+    assert lines == [
+        f"scored {entry['task']}/{entry['name']} (1/1)",
+        "every example model evaluated: 1 of 1 scored",
+    ]
+
+
+def test_a_start_that_fails_half_way_counts_only_what_it_released(service: Service) -> None:
+    """The models a failed start never reached are not waited for, nor counted."""
+    held = service.hold_examples()
+    first = next(iter(held))
+    assert examples.start_examples(service, {first: held[first]}, "process", lambda _: None)
+    told: examples.Releases = queue.SimpleQueue()
+    told.put((first, True))
+    told.put(None)  # what queue_examples_in_background says when the start raised
     job = service.store.claim("w", lease_s=60)
     assert job is not None
     assert service.store.finish(
