@@ -19,6 +19,7 @@ from configs.schema import Limits
 from configs.vocabulary.failures import FailureCode
 from evaluator.runtimes.docker.runtime import DockerRuntime
 from evaluator.runtimes.docker.sandbox import cleanup_leftovers
+from tests.conftest import wait_until
 from tests.integration.conftest import TEST_LABELS
 
 pytestmark = pytest.mark.docker
@@ -362,6 +363,9 @@ def test_stop_is_idempotent_and_removes_everything(docker_client, example_image,
     runtime.stop()  # before start: a no-op
     endpoint = runtime.start()
     wait_http(endpoint.host, endpoint.port)
+    # the engine copies a container's output into its log on its own time: on a loaded
+    # machine the model's first line may not be there yet when it already answers
+    wait_until(lambda: "serving" in runtime.logs_tail(), 30, "the model's first log line")
     ids = (runtime.container_id, runtime.guard_id, runtime.network_id)
     runtime.stop()
     runtime.stop()
