@@ -123,9 +123,8 @@ def start_examples(
         if reason is None:
             return _release_as_built(service, held, choice, progress, told)
         if choice == "docker":
-            for model_id in held:
-                service.store.discard_held(model_id)
-                told.put((model_id, False))
+            for model_id, entry in held.items():
+                told.put((model_id, _release(service, model_id, entry, None)))
             print(f"not queueing the example models: {reason}", flush=True)
             return []
         log.warning("the example models run as local processes: %s", reason)
@@ -298,7 +297,7 @@ def _why(exc: BaseException) -> str:
 
 
 def _build_output(exc: BaseException) -> list[str]:
-    """The lines a failed ``docker build`` wrote (its error output, then its output)."""
+    """The lines a failed ``docker build`` wrote (its output, then its error output)."""
     text = ""
     for stream in ("stdout", "stderr"):
         detail = getattr(exc, stream, b"") or b""

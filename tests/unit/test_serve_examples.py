@@ -339,14 +339,27 @@ def test_a_removed_example_leaves_the_count(service: Service) -> None:
     ``docker`` asked for) is not waited for."""
     held = service.hold_examples()
     first, removed, *rest = held
-    started = examples.start_examples(service, {first: held[first]}, "process", lambda _: None)
-    assert started == [first]
     told: examples.Releases = queue.SimpleQueue()
     told.put((first, True))
     told.put((removed, False))
     for model_id in rest:
         told.put((model_id, False))
     told.put(None)
+    entry = held[first]
+    assert said_when_the_first_is_scored(service, held, told) == [
+        f"scored {entry['task']}/{entry['name']} (1/1)",
+        "every example model evaluated: 1 of 1 scored",
+    ]
+
+
+def said_when_the_first_is_scored(
+    service: Service, held: examples.Held, told: examples.Releases
+) -> list[str]:
+    """The console's lines when only the first held example is released and scored, and
+    the start tells its follower ``told``."""
+    first = next(iter(held))
+    started = examples.start_examples(service, {first: held[first]}, "process", lambda _: None)
+    assert started == [first]
     job = service.store.claim("w", lease_s=60)
     assert job is not None
     assert service.store.finish(
@@ -357,33 +370,18 @@ def test_a_removed_example_leaves_the_count(service: Service) -> None:
     )
     lines: list[str] = []
     examples.follow_examples(service, held, told, lines.append, wait=lambda _: False)
-    entry = held[first]
-    assert lines == [
-        f"scored {entry['task']}/{entry['name']} (1/1)",
-        "every example model evaluated: 1 of 1 scored",
-    ]
+    return lines
 
 
 def test_a_start_that_fails_half_way_counts_only_what_it_released(service: Service) -> None:
     """The models a failed start never reached are not waited for, nor counted."""
     held = service.hold_examples()
     first = next(iter(held))
-    assert examples.start_examples(service, {first: held[first]}, "process", lambda _: None)
     told: examples.Releases = queue.SimpleQueue()
     told.put((first, True))
     told.put(None)  # what queue_examples_in_background says when the start raised
-    job = service.store.claim("w", lease_s=60)
-    assert job is not None
-    assert service.store.finish(
-        job.id,
-        "w",
-        EvaluationResult(job.task, "done", summary={"performance": 1.0}),
-        lease=job.lease,
-    )
-    lines: list[str] = []
-    examples.follow_examples(service, held, told, lines.append, wait=lambda _: False)
     entry = held[first]
-    assert lines == [
+    assert said_when_the_first_is_scored(service, held, told) == [
         f"scored {entry['task']}/{entry['name']} (1/1)",
         "every example model evaluated: 1 of 1 scored",
     ]
