@@ -113,12 +113,16 @@ class S3BlobStore(BlobStore):
         options: S3Options | None = None,
         client: S3Client | None = None,
         transfer: TransferConfig | None = None,
+        download: TransferConfig | None = None,
     ) -> None:
+        """``transfer``: how streams are uploaded; ``download``: how a blob is fetched into
+        the local cache (``local_path``)."""
         self.bucket = bucket
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         self.cache_dir = Path(cache_dir)
         self.client = client or make_client(options or S3Options())
         self.transfer = transfer or DEFAULT_TRANSFER
+        self.download = download or DOWNLOAD_TRANSFER
         self.page_size = 1000  # keys() asks for this many per request (S3's maximum)
 
     def __repr__(self) -> str:
@@ -180,9 +184,7 @@ class S3BlobStore(BlobStore):
         fd, name = tempfile.mkstemp(dir=path.parent, prefix=TEMPORARY_PREFIX)
         try:
             with os.fdopen(fd, "wb") as tmp:
-                self.client.download_fileobj(
-                    self.bucket, self._key(key), tmp, Config=DOWNLOAD_TRANSFER
-                )
+                self.client.download_fileobj(self.bucket, self._key(key), tmp, Config=self.download)
             os.replace(name, path)  # readers see a whole copy or none
         except ClientError as exc:
             Path(name).unlink(missing_ok=True)

@@ -26,12 +26,16 @@ from store.blobs import (
 )
 
 
-def s3_store(server: Any, tmp_path: Path) -> BlobStore:
-    """An S3 store under a prefix of its own in the session's bucket."""
+def s3_store(server: Any, tmp_path: Path, download: Any = None) -> BlobStore:
+    """An S3 store under a prefix of its own in the session's bucket (``download``: its
+    ``TransferConfig`` for fetching blobs, when not the store's own)."""
     from store.s3 import S3BlobStore
 
     prefix = f"t-{uuid.uuid4().hex[:12]}"
-    return S3BlobStore(server.bucket, prefix, cache_dir=tmp_path / "cache", client=server.client())
+    return S3BlobStore(
+        server.bucket, prefix, cache_dir=tmp_path / "cache", client=server.client(),
+        download=download,
+    )  # fmt: skip
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -214,3 +218,30 @@ def test_an_s3_store_sweeps_downloads_killed_half_way_from_its_cache(
     assert store.sweep_unfinished(written + UNFINISHED_AFTER_S + 1) == 1
     assert not Path(name).exists()
     assert store.get_bytes("boards/sentiment.board") == b"kept"
+
+
+def test_an_s3_store_fetches_a_big_blob_in_ranges_into_one_whole_file(
+    s3: Any, tmp_path: Path
+) -> None:
+    """Above its threshold a blob comes down in ranged GETs, several at once, written into
+    one temporary file that becomes the cached copy only when every range is in."""
+    from boto3.s3.transfer import TransferConfig
+
+    from store.s3 import S3BlobStore
+
+    MiB = 1 << 20
+    ranges = TransferConfig(multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB)
+    store = s3_store(s3, tmp_path, download=ranges)
+    assert isinstance(store, S3BlobStore)
+    data = os.urandom(12 * MiB + 7)  # three ranges, the last short
+    store.put_bytes("uploads/big.tar", data)
+    asked: list[str] = []
+    store.client.meta.events.register(
+        "provide-client-params.s3.GetObject",
+        lambda params, **_: asked.append(params.get("Range", "")),
+    )
+    path = store.local_path("uploads/big.tar")
+    assert path.read_bytes() == data
+    starts = sorted(int(asked_range.split("=")[1].split("-")[0]) for asked_range in asked)
+    assert starts == [0, 5 * MiB, 10 * MiB]  # three ranged GETs, the last open-ended
+    assert temporaries(tmp_path / "cache") == []
