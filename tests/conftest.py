@@ -346,12 +346,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         folder = _folder(item)
         if folder:
             item.add_marker(folder)
+    _list_measurements(items)
 
     def rank(item: pytest.Item) -> tuple[int, int]:
         slow = item.get_closest_marker("slow") is not None
         return (_START_ORDER.get(_folder(item) or "", 5), 0 if slow else 1)
 
     items.sort(key=rank)
+
+
+def _list_measurements(items: list[pytest.Item]) -> None:
+    """Write the ids of the ``measurement`` tests to ``$DYNAEVAL_MEASUREMENT_IDS`` (before
+    ``-m`` deselects them): scripts/test.sh runs exactly those alone after the parallel part,
+    collecting their files only, not every test again (~10 s). Each xdist worker collects
+    the same tests, so each writes the same list, whole (a rename)."""
+    target = os.environ.get("DYNAEVAL_MEASUREMENT_IDS")
+    if not target:
+        return
+    ids = [item.nodeid for item in items if item.get_closest_marker("measurement")]
+    draft = f"{target}.{os.getpid()}"
+    Path(draft).write_text("".join(f"{node}\n" for node in ids), encoding="utf-8")
+    os.replace(draft, target)
 
 
 def _folder(item: pytest.Item) -> str | None:

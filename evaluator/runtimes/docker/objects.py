@@ -43,7 +43,9 @@ def gone_or_going(exc: APIError) -> bool:
 
 
 def remove_container(client: docker.DockerClient, container_id: str | None) -> bool:
-    """Force-remove a container and its anonymous volumes; True if this call removed it."""
+    """Force-remove a container and its anonymous volumes; True when the engine says this
+    call removed it (it may say so to two racing calls: a removal that finds the container
+    deregistered since its lookup answers success)."""
     if not container_id:
         return False
     try:

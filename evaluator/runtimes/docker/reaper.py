@@ -14,7 +14,8 @@ has a network before it has a guard, and its lease may not be visible yet.
 
 Any number of reapers may race over the same orphans (and over objects their owners are
 removing): every removal treats "already gone" and "removal in progress" as done, and a
-network still busy is left for the next pass. The count returned is what this call removed.
+network still busy is left for the next pass. The count returned is of the removals the
+engine confirmed to this call (it may confirm one container to two racing calls).
 """
 
 from __future__ import annotations
@@ -110,9 +111,11 @@ def reap_orphans(
     owner: str | None = None,
 ) -> int:
     """Remove every container, network and volume of orphaned runs (see the module's
-    docstring); returns how many objects this call removed. ``owner`` limits the pass to
-    one owner label (tests share an engine with others). ``is_lease_alive`` is asked once
-    per lease per pass; if it raises, the pass stops and nothing more is removed."""
+    docstring); returns how many removals the engine confirmed to this call (a reaper
+    racing another may both be told of one container: a count for logs, not a census).
+    ``owner`` limits the pass to one owner label (tests share an engine with others).
+    ``is_lease_alive`` is asked once per lease per pass; if it raises, the pass stops and
+    nothing more is removed."""
     client = client or docker.from_env()
     selector = [f"{MANAGED}=1"] + ([f"{OWNER}={owner}"] if owner is not None else [])
     verdicts: dict[str, bool] = {}
