@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import functools
 import http.client
 import json
 import os
@@ -224,19 +223,42 @@ class ThroughputWindow:
         )
 
 
-def throughput_window(case: Case, batch_size: int) -> ThroughputWindow:
-    """``case``'s window, its bare client measured against a local process of its style.
-    Measured once per process for each server (style, service time, resident memory) and
-    batch size: the runtimes that serve the same server share one truth (the suite's
-    measurement lane measured 7 truths for 4 servers, ~6 s each, in a lane that runs
-    alone)."""
-    reachable = _reachable_rate(case.style, case.service_ms, case.resident_mib, batch_size)
-    return ThroughputWindow(case.true_examples_per_s, reachable)
+def throughput_window(case: Case, batch_size: int, measured: float) -> ThroughputWindow:
+    """The window ``measured`` (``case``'s examples/s) is judged by: its bare client against
+    a local process of its style. The truth is measured once per process for each server
+    (style, service time, resident memory) and batch size, and shared by the runtimes that
+    serve it (the suite's lane measured 7 truths for 4 servers, ~6 s each, in a lane that
+    runs alone); a measurement that only a shared truth would let pass (below the nominal
+    band) is judged by a truth measured again now instead, so one low reading taken at a
+    slow moment never excuses another case."""
+    key = _TruthKey(case.style, case.service_ms, case.resident_mib, batch_size)
+    shared = key in _TRUTHS
+    if not shared:
+        _TRUTHS[key] = _bare_client_of(key)
+    window = ThroughputWindow(case.true_examples_per_s, _TRUTHS[key])
+    if shared and measured < window.nominal * THROUGHPUT_BOUNDS[0]:
+        _TRUTHS[key] = _bare_client_of(key)
+        window = ThroughputWindow(case.true_examples_per_s, _TRUTHS[key])
+    return window
 
 
-@functools.cache
-def _reachable_rate(style: str, service_ms: float, resident_mib: int, batch_size: int) -> float:
-    return bare_client_rate(Case(style, "url", resident_mib, service_ms), batch_size)
+@dataclass(frozen=True)
+class _TruthKey:
+    """What a bare client's rate depends on: the server, and the requests' size."""
+
+    style: str
+    service_ms: float
+    resident_mib: int
+    batch_size: int
+
+
+_TRUTHS: dict[_TruthKey, float] = {}
+
+
+def _bare_client_of(key: _TruthKey) -> float:
+    return bare_client_rate(
+        Case(key.style, "url", key.resident_mib, key.service_ms), key.batch_size
+    )
 
 
 def _ready_connection(url: str, timeout_s: float = 60.0) -> http.client.HTTPConnection:

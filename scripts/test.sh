@@ -34,12 +34,13 @@ export PATH PYTHON
 MYPY_LOG="$(mktemp)"
 "$PYTHON" -m mypy > "$MYPY_LOG" 2>&1 &
 MYPY_PID=$!
-# an interrupted run leaves no mypy and no log behind
-trap 'kill "$MYPY_PID" 2>/dev/null || true; rm -f "$MYPY_LOG"' EXIT
+# an interrupted run leaves no mypy and no log behind (nor the measurements' list, below)
+MEASUREMENT_IDS=""
+trap 'kill "$MYPY_PID" 2>/dev/null || true; rm -f "$MYPY_LOG" "$MEASUREMENT_IDS"' EXIT
 mypy_result() {
     local code=0
     wait "$MYPY_PID" || code=$?
-    trap - EXIT  # reaped: its number may be another process's by the end
+    trap 'rm -f "$MEASUREMENT_IDS"' EXIT  # reaped: its number may be another's by the end
     cat "$MYPY_LOG"
     rm -f "$MYPY_LOG"
     return "$code"

@@ -18,6 +18,7 @@ from api.app import create_app
 from benchmarks.bench_upload import PeakRss, sparse_image
 from client.sdk import DynaevalClient
 from store.models import ModelRow
+from store.s3 import DOWNLOAD_TRANSFER
 from tests.unit.auth_helpers import issue_token
 from tests.unit.test_blobs import s3_store
 from usecases.service import Service
@@ -30,7 +31,11 @@ MAX_RSS_GROWTH = 200 * MiB  # the issue's bound for the API process during a 2 G
 # server reads a whole object for every ranged GET (the test took 97 s, 36 s in one GET:
 # it read 2 GiB 32 times over), where S3 reads the range. The ranged download has its own
 # test (tests/unit/test_blobs.py); memory stays flat either way, as the body is streamed.
-ONE_GET = TransferConfig(multipart_threshold=4 * GiB)
+ONE_GET = TransferConfig(
+    multipart_threshold=4 * GiB,
+    max_concurrency=DOWNLOAD_TRANSFER.max_concurrency,
+    max_io_queue=DOWNLOAD_TRANSFER.max_io_queue,
+)
 
 # 30 s on the folder, up to 3 min on S3: handed out with the first integration tests, not
 # beside the chaos runs that follow them (tests/conftest.py), whose SQLite commits its

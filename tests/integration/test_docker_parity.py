@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from client.commands import runtime_spec
+from client.commands import _add_overall_ci, guess_runtime, runtime_spec
 from client.common import find_task
 from configs.schema import ProfilingSpec
 from evaluator.pipeline import run_evaluation
@@ -53,15 +53,21 @@ BRIEF_PROFILING = ProfilingSpec(
 )
 
 
-def evaluate_as_process(model_dir: str, task_name: str, data_dir: Path) -> dict:
+def evaluate_as_process(
+    model_dir: str, task_name: str, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict:
     """What `evaluate <model.py> --json` prints, from this process (it evaluated in a
     subprocess of its own before: 2-3 s of start-up per case, and 3 s of timed passes)."""
+    monkeypatch.setenv("DYNAEVAL_DATA_DIR", str(data_dir))  # as the command is given
     task = replace(find_task(task_name), profiling=BRIEF_PROFILING)
-    blobs = default_blob_store(data_dir)
-    spec = runtime_spec(str(MODELS / model_dir / "model.py"), "process", DEFAULT_DIALECT)
+    blobs = default_blob_store()
+    model = str(MODELS / model_dir / "model.py")
+    assert guess_runtime(model) == "process"
+    spec = runtime_spec(model, "process", DEFAULT_DIALECT)
     result = run_evaluation(task, make_runtime(spec, task.limits, blobs), blobs).to_dict()
-    result.setdefault("performance_ci", None)
-    return dict(json.loads(json.dumps(result, default=str, allow_nan=False)))
+    _add_overall_ci(result)
+    printed: dict = json.loads(json.dumps(result, default=str, allow_nan=False))
+    return printed
 
 
 def self_contained_dir(model_dir: str, tmp_path: Path) -> Path:
@@ -110,12 +116,17 @@ def comparable(result: dict) -> dict:
 
 @pytest.mark.parametrize(("task", "model_dir", "kind"), CASES)
 def test_docker_results_equal_process_results(
-    task: str, model_dir: str, kind: str, example_image, tmp_path: Path
+    task: str,
+    model_dir: str,
+    kind: str,
+    example_image,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     tag = example_image(model_dir)
     data_dir = tmp_path / "data"
     in_container = evaluate(image_source(kind, model_dir, tag, tmp_path), task, data_dir)
-    as_process = evaluate_as_process(model_dir, task, data_dir)
+    as_process = evaluate_as_process(model_dir, task, data_dir, monkeypatch)
 
     assert in_container["status"] == as_process["status"] == "done"
     assert comparable(in_container) == comparable(as_process)

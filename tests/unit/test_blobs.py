@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from boto3.s3.transfer import TransferConfig
 
 from store.blobs import (
     TEMPORARY_PREFIX,
@@ -26,7 +27,7 @@ from store.blobs import (
 )
 
 
-def s3_store(server: Any, tmp_path: Path, download: Any = None) -> BlobStore:
+def s3_store(server: Any, tmp_path: Path, download: TransferConfig | None = None) -> BlobStore:
     """An S3 store under a prefix of its own in the session's bucket (``download``: its
     ``TransferConfig`` for fetching blobs, when not the store's own)."""
     from store.s3 import S3BlobStore
@@ -223,10 +224,8 @@ def test_an_s3_store_sweeps_downloads_killed_half_way_from_its_cache(
 def test_an_s3_store_fetches_a_big_blob_in_ranges_into_one_whole_file(
     s3: Any, tmp_path: Path
 ) -> None:
-    """Above its threshold a blob comes down in ranged GETs, several at once, written into
-    one temporary file that becomes the cached copy only when every range is in."""
-    from boto3.s3.transfer import TransferConfig
-
+    """Above its threshold a blob comes down in ranged GETs, several at once, into one
+    whole cached file."""
     from store.s3 import S3BlobStore
 
     MiB = 1 << 20
@@ -236,11 +235,16 @@ def test_an_s3_store_fetches_a_big_blob_in_ranges_into_one_whole_file(
     data = os.urandom(12 * MiB + 7)  # three ranges, the last short
     store.put_bytes("uploads/big.tar", data)
     asked: list[str] = []
-    store.client.meta.events.register(
-        "provide-client-params.s3.GetObject",
-        lambda params, **_: asked.append(params.get("Range", "")),
-    )
-    path = store.local_path("uploads/big.tar")
+
+    def note_range(params: dict[str, Any], **_: Any) -> None:
+        asked.append(params.get("Range", ""))
+
+    event = "provide-client-params.s3.GetObject"
+    store.client.meta.events.register(event, note_range)
+    try:  # the client is the session's: the handler goes with the test
+        path = store.local_path("uploads/big.tar")
+    finally:
+        store.client.meta.events.unregister(event, note_range)
     assert path.read_bytes() == data
     starts = sorted(int(asked_range.split("=")[1].split("-")[0]) for asked_range in asked)
     assert starts == [0, 5 * MiB, 10 * MiB]  # three ranged GETs, the last open-ended
