@@ -232,14 +232,11 @@ def throughput_window(case: Case, batch_size: int, measured: float) -> Throughpu
     band) is judged by a truth measured again now instead, so one low reading taken at a
     slow moment never excuses another case."""
     key = _TruthKey(case.style, case.service_ms, case.resident_mib, batch_size)
-    shared = key in _TRUTHS
-    if not shared:
-        _TRUTHS[key] = _bare_client_of(key)
-    window = ThroughputWindow(case.true_examples_per_s, _TRUTHS[key])
-    if shared and measured < window.nominal * THROUGHPUT_BOUNDS[0]:
-        _TRUTHS[key] = _bare_client_of(key)
-        window = ThroughputWindow(case.true_examples_per_s, _TRUTHS[key])
-    return window
+    nominal = case.true_examples_per_s
+    if key not in _TRUTHS or measured < nominal * THROUGHPUT_BOUNDS[0]:
+        server = Case(key.style, "url", key.resident_mib, key.service_ms)
+        _TRUTHS[key] = bare_client_rate(server, batch_size)
+    return ThroughputWindow(nominal, _TRUTHS[key])
 
 
 @dataclass(frozen=True)
@@ -253,12 +250,6 @@ class _TruthKey:
 
 
 _TRUTHS: dict[_TruthKey, float] = {}
-
-
-def _bare_client_of(key: _TruthKey) -> float:
-    return bare_client_rate(
-        Case(key.style, "url", key.resident_mib, key.service_ms), key.batch_size
-    )
 
 
 def _ready_connection(url: str, timeout_s: float = 60.0) -> http.client.HTTPConnection:

@@ -33,10 +33,10 @@ def s3_store(server: Any, tmp_path: Path, download: TransferConfig | None = None
     from store.s3 import S3BlobStore
 
     prefix = f"t-{uuid.uuid4().hex[:12]}"
+    cache_dir = tmp_path / "cache"
     return S3BlobStore(
-        server.bucket, prefix, cache_dir=tmp_path / "cache", client=server.client(),
-        download=download,
-    )  # fmt: skip
+        server.bucket, prefix, cache_dir=cache_dir, client=server.client(), download=download
+    )
 
 
 @pytest.fixture(params=["local", "s3"])
