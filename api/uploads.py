@@ -47,8 +47,9 @@ ERRORS = {
     401: "unauthenticated (no or unknown credentials), token_expired or token_revoked",
     403: "insufficient_scope or cross_site_refused",
     404: "unknown_task or unknown_upload (also another's upload)",
-    409: "upload_submitted (it became a submission, named in the message) or upload_busy "
-    "(it is being submitted)",
+    409: "upload_submitted (it became a submission, named in the message), upload_busy "
+    "(it is being submitted) or upload_interrupted (its parts were joined before its "
+    "submission was interrupted: submit it again, or delete it)",
     413: "image_too_large (the upload's size is over the task's image limit)",
     422: "a body field out of range; invalid_part (a part number out of range, or a body "
     "not exactly the part's size) or part_digest_mismatch (the part was not stored: send "
@@ -94,7 +95,13 @@ class UploadSchema(Schema):
     )
     received_bytes = fields.Integer(required=True)
     state = fields.String(
-        required=True, validate=validate.OneOf(["receiving", "finishing", "submitted"])
+        required=True,
+        validate=validate.OneOf(["receiving", "finishing", "interrupted", "submitted"]),
+        metadata={
+            "description": "receiving parts; finishing: being submitted; interrupted: the "
+            "request submitting it died after joining its parts (submit it again, or delete "
+            "it); submitted"
+        },
     )
     submission = fields.String(
         allow_none=True, required=True, metadata={"description": "the submission it became"}

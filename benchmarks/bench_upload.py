@@ -21,6 +21,7 @@ Usage: ``python benchmarks/bench_upload.py [--gib 2]``.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import json
 import os
@@ -48,9 +49,10 @@ TARGET_PEAK_RSS_MIB = 200
 def sparse_image(path: Path, size: int) -> int:
     """A `docker save` tarball of ``size`` bytes (a multiple of 512, at least 4 KiB) whose
     one layer is zeros left as a hole in the file (no disk is used for them)."""
-    config = f"{9:064x}.json"
+    config_bytes = b'{"os": "linux"}'
+    config = hashlib.sha256(config_bytes).hexdigest() + ".json"  # docker save names it so
     manifest = [{"Config": config, "RepoTags": ["big:1"], "Layers": ["l/layer.tar"]}]
-    small = {config: b"{}", "manifest.json": json.dumps(manifest).encode()}
+    small = {config: config_bytes, "manifest.json": json.dumps(manifest).encode()}
     # three headers, two small members of one block each, the end of the archive
     layer_bytes = size - 3 * 512 - 2 * 512 - 1024
     with path.open("wb") as out:

@@ -436,5 +436,5 @@ class UploadRow(Base):
     handle: Mapped[str] = mapped_column(String(1024))
     created_at: Mapped[datetime]
     expires_at: Mapped[datetime] = mapped_column(index=True)
-    state: Mapped[str] = mapped_column(String(16))  # receiving, finishing or submitted
+    state: Mapped[str] = mapped_column(String(16))  # store.uploads.UploadState
     model_id: Mapped[str | None] = mapped_column(String(36))

@@ -16,8 +16,9 @@ import contextlib
 import hashlib
 import logging
 import tempfile
+import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import IO, BinaryIO, cast
@@ -45,7 +46,12 @@ MiB = 1 << 20
 MAX_PARTS = 10_000  # S3's most parts in one object
 MAX_OPEN_UPLOADS = 3  # per submitter: each may hold up to the image limit on disk
 UPLOAD_TTL = timedelta(hours=24)  # an upload no part has reached for this long is dropped
-STALE_FINISHING = timedelta(hours=24)  # then an upload still "being submitted" crashed
+# A submission in progress holds its upload by a lease it renews while it joins and
+# inspects; a lease past its time means the request died (a crash, a kill), and the upload
+# is then put where its owner can go on: receiving (not joined), interrupted (joined) or
+# submitted (the submission was made).
+FINISH_LEASE = timedelta(minutes=2)
+LEASE_RENEW_S = 20.0  # real seconds between renewals (a sixth of the lease)
 SWEEP_BATCH = 20
 SPOOL_IN_MEMORY = MiB  # a part's first MiB is held in memory, the rest in a temporary file
 
@@ -205,11 +211,17 @@ def receive_part(
 
 
 def abandon_upload(service: Service, who: Principal, upload_id: str) -> UploadStatus:
-    """Drop an unfinished upload of the caller's and its parts; it as it was."""
-    status = _status_of(service, _receiving(service, who, upload_id))
-    if not Uploads(service.db).move(upload_id, UploadState.RECEIVING, UploadState.FINISHING):
+    """Drop an unfinished upload of the caller's with its parts (and, interrupted, its
+    joined image); it as it was."""
+    record = _unsubmitted(service, who, upload_id)
+    status = _status_of(service, record)
+    uploads = Uploads(service.db)
+    if not uploads.move(upload_id, record.state, UploadState.FINISHING):
         raise _busy(upload_id)  # a submission took it meanwhile
-    _drop(service, status.record)
+    if record.state is UploadState.INTERRUPTED:
+        _drop_joined(service, record)
+    else:
+        _drop(service, record)
     return status
 
 
@@ -229,7 +241,7 @@ def submit_uploaded(
     """Join a complete upload's parts, inspect the tarball from the blob store and submit
     it. Whatever refuses it once its parts are joined (the tarball, the quota) drops the
     upload: the route checks the quota before, so only a race loses the bytes."""
-    record = _receiving(service, who, upload_id)
+    record = _unsubmitted(service, who, upload_id)
     if record.task != task.name:
         raise Refused(
             "invalid", "invalid_upload", f"upload {upload_id} is for task {record.task!r}"
@@ -243,36 +255,59 @@ def submit_uploaded(
             details={"missing": list(status.missing)},
         )
     uploads = Uploads(service.db)
-    # kept a full day from now: joining and inspecting gigabytes takes its time, and the
-    # sweep never touches an upload being submitted before STALE_FINISHING past this
-    kept = service.clock.now() + UPLOAD_TTL
-    if not uploads.move(upload_id, UploadState.RECEIVING, UploadState.FINISHING, expires_at=kept):
+    lease = service.clock.now() + FINISH_LEASE
+    if not uploads.move(upload_id, record.state, UploadState.FINISHING, expires_at=lease):
         raise _busy(upload_id)
-    try:
-        service.blobs.finish_parts(record.blob_key, record.handle, status.parts)
-    except BaseException:
-        uploads.move(upload_id, UploadState.FINISHING, UploadState.RECEIVING)
-        raise
-    with discarded_on_failure(service.blobs, record.blob_key):
-        try:
-            image_id = inspect_image(service.blobs.local_path(record.blob_key), task.limits)
-            spec = upload_spec(record.blob_key, image_id, record.filename, protocol)
-            submitted = create_submission(
-                service, task, name, spec, who.user_id, admit, idempotency_key,
-                published=published, requirements=requirements,
-            )  # fmt: skip
-        except BaseException:
-            uploads.remove(upload_id)  # its bytes are gone with the refused blob
-            raise
-    uploads.move(upload_id, UploadState.FINISHING, UploadState.SUBMITTED, submitted.model_id)
+    with _lease_kept(service, upload_id):
+        if record.state is UploadState.RECEIVING:  # an interrupted one was joined before
+            try:
+                service.blobs.finish_parts(record.blob_key, record.handle, status.parts)
+            except BaseException:
+                uploads.move(upload_id, UploadState.FINISHING, UploadState.RECEIVING)
+                raise
+        with discarded_on_failure(service.blobs, record.blob_key):
+            try:
+                image_id = inspect_image(service.blobs.local_path(record.blob_key), task.limits)
+                spec = upload_spec(record.blob_key, image_id, record.filename, protocol)
+                submitted = create_submission(
+                    service, task, name, spec, who.user_id, admit, idempotency_key,
+                    published=published, requirements=requirements,
+                )  # fmt: skip
+            except BaseException:
+                uploads.remove(upload_id)  # its bytes are gone with the refused blob
+                raise
+    kept = service.clock.now() + UPLOAD_TTL
+    uploads.settle_submitted(upload_id, submitted.model_id, kept)
     return submitted
 
 
+@contextlib.contextmanager
+def _lease_kept(service: Service, upload_id: str) -> Iterator[None]:
+    """Renew the lease on an upload being submitted every ``LEASE_RENEW_S`` while the
+    block runs: joining and inspecting gigabytes may take minutes, a dead request none."""
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(LEASE_RENEW_S):
+            try:
+                Uploads(service.db).renew(upload_id, service.clock.now() + FINISH_LEASE)
+            except Exception:  # an outage: the next renewal may pass; the lease is long
+                log.warning("renewing the lease on upload %s failed", upload_id, exc_info=True)
+
+    keeper = threading.Thread(target=renew, name=f"upload-lease-{upload_id[:8]}", daemon=True)
+    keeper.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        keeper.join()
+
+
 def sweep_expired(service: Service) -> int:
-    """Drop receiving uploads no part reached for ``UPLOAD_TTL`` with their parts; forget
-    submitted ones then. An upload being submitted is left alone, and so is its image: it
-    may be a submission's by now (one stuck there for ``STALE_FINISHING`` loses its row
-    and parts, never the image). A failure is logged and costs the caller nothing."""
+    """Drop receiving uploads no part reached for ``UPLOAD_TTL`` with their parts, and
+    interrupted ones nobody submitted again with their joined image; forget submitted ones
+    then; put uploads whose submitting request died where their owner can go on. A failure
+    is logged and costs the caller nothing."""
     uploads, now = Uploads(service.db), service.clock.now()
     swept = 0
     for record in uploads.expired(now, SWEEP_BATCH):
@@ -288,21 +323,59 @@ def _sweep(service: Service, uploads: Uploads, record: UploadRecord, now: dateti
         uploads.remove(record.id)  # the image is its submission's
         return 1
     if record.state is UploadState.FINISHING:
-        if record.expires_at + STALE_FINISHING > now:
-            return 0
-        service.blobs.abort_parts(record.blob_key, record.handle)
-        uploads.remove(record.id)  # the image stays: a submission may hold it
-        return 1
-    if not uploads.claim_expired(record.id, now):
+        return int(_recovered(service, record) is not record)
+    if not uploads.claim_expired(record.id, record.state, now):
         return 0  # a part arrived, or a submission took it, meanwhile
-    _drop(service, record)
+    if record.state is UploadState.INTERRUPTED:
+        _drop_joined(service, record)
+    else:
+        _drop(service, record)
     return 1
+
+
+def _recovered(service: Service, record: UploadRecord) -> UploadRecord:
+    """``record`` as it stands once a dead submitting request is accounted for: an upload
+    whose lease lapsed becomes submitted (the submission was made), interrupted (its parts
+    were joined) or receiving again (they were not). Any other record is returned as is."""
+    now = service.clock.now()
+    if record.state is not UploadState.FINISHING or record.expires_at > now:
+        return record
+    uploads = Uploads(service.db)
+    model_id = uploads.submission_holding(record)
+    kept = now + UPLOAD_TTL
+    if model_id is not None:
+        to = UploadState.SUBMITTED
+    elif service.blobs.exists(record.blob_key):
+        to = UploadState.INTERRUPTED
+    else:
+        to = UploadState.RECEIVING
+    if uploads.take_lapsed(record.id, now, to, kept, model_id):
+        log.warning("upload %s: its submission was interrupted; now %s", record.id, to.value)
+        if to is UploadState.INTERRUPTED:
+            service.blobs.abort_parts(record.blob_key, record.handle)  # what a join left
+    found = uploads.get(record.id)
+    if found is None:
+        raise _unknown(record.id)
+    return found
 
 
 def _drop(service: Service, record: UploadRecord) -> None:
     """A receiving upload's parts and row (its image was never joined)."""
     service.blobs.abort_parts(record.blob_key, record.handle)
     Uploads(service.db).remove(record.id)
+
+
+def _drop_joined(service: Service, record: UploadRecord) -> None:
+    """An interrupted upload's joined image and row, unless a submission holds the image
+    (one made by a request thought dead: the row then says so)."""
+    uploads = Uploads(service.db)
+    model_id = uploads.submission_holding(record)
+    if model_id is not None:
+        uploads.settle_submitted(record.id, model_id, service.clock.now() + UPLOAD_TTL)
+        return
+    service.blobs.delete(record.blob_key)
+    service.blobs.abort_parts(record.blob_key, record.handle)
+    uploads.remove(record.id)
 
 
 def receiving_upload(service: Service, who: Principal, upload_id: str) -> UploadRecord:
@@ -315,10 +388,12 @@ def _owned(service: Service, who: Principal, upload_id: str) -> UploadRecord:
     record = Uploads(service.db).get(upload_id)
     if record is None or record.owner_id != who.user_id:
         raise _unknown(upload_id)  # another's upload is not there for the caller
-    return record
+    return _recovered(service, record)
 
 
-def _receiving(service: Service, who: Principal, upload_id: str) -> UploadRecord:
+def _unsubmitted(service: Service, who: Principal, upload_id: str) -> UploadRecord:
+    """An upload of the caller's that may still be submitted or dropped: receiving, or
+    interrupted (409 while being submitted, or once it was)."""
     record = _owned(service, who, upload_id)
     if record.state is UploadState.SUBMITTED:
         raise Refused(
@@ -328,7 +403,19 @@ def _receiving(service: Service, who: Principal, upload_id: str) -> UploadRecord
             details={"submission": record.model_id},
         )
     if record.state is UploadState.FINISHING:
-        raise _busy(upload_id)
+        raise _busy(upload_id, record.expires_at)
+    return record
+
+
+def _receiving(service: Service, who: Principal, upload_id: str) -> UploadRecord:
+    record = _unsubmitted(service, who, upload_id)
+    if record.state is UploadState.INTERRUPTED:
+        raise Refused(
+            "conflict",
+            "upload_interrupted",
+            f"upload {upload_id}'s parts were joined before its submission was interrupted: "
+            "submit it again as it is, or delete it",
+        )
     return record
 
 
@@ -381,5 +468,10 @@ def _unknown(upload_id: str) -> Refused:
     return Refused("not_found", "unknown_upload", f"no upload {upload_id!r}")
 
 
-def _busy(upload_id: str) -> Refused:
-    return Refused("conflict", "upload_busy", f"upload {upload_id} is being submitted")
+def _busy(upload_id: str, lease_ends: datetime | None = None) -> Refused:
+    then = (
+        f" (if that request died, it can be submitted again after {lease_ends.isoformat()}Z)"
+        if lease_ends is not None
+        else ""
+    )
+    return Refused("conflict", "upload_busy", f"upload {upload_id} is being submitted{then}")

@@ -26,7 +26,7 @@ from store.accounts import Accounts
 from store.models import ModelRow
 from tests.acceptance.conftest import REPO, Run, dynaeval_command, free_port, serving
 from tests.conftest import wait_until
-from tests.unit.test_api import image_tar
+from tests.unit.test_api import FIRST_IMAGE_ID, image_tar
 from usecases.service import Service, example_catalog, example_image
 from worker.lifecycle import settle_failure
 from worker.predictions import predictions_key
@@ -135,7 +135,7 @@ def test_a_tarball_named_with_spaces_is_stored_under_a_uuid_key(
     shown = json.loads(done.stdout)
     assert shown["status"] == "queued" and shown["name"] == "my model"
     [model] = models(service)
-    assert model.id == shown["id"] and model.image_id == "sha256:" + "0" * 64
+    assert model.id == shown["id"] and model.image_id == FIRST_IMAGE_ID
     assert model.runtime["source"] == "upload" and model.runtime["kind"] == "docker"
     key = model.runtime["blob"]
     assert key.startswith("uploads/") and key.endswith(".tar") and " " not in key

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import json
 import tarfile
@@ -329,13 +330,22 @@ def upload(client: FlaskClient, payload: bytes, **form: str) -> Any:
     )
 
 
+def image_config(index: int = 0) -> tuple[str, bytes]:
+    """Image ``index``'s config and its file name: its digest, the image ID, as `docker
+    save` names it."""
+    data = json.dumps({"os": "linux", "index": index}).encode()
+    return hashlib.sha256(data).hexdigest() + ".json", data
+
+
+FIRST_IMAGE_ID = "sha256:" + image_config(0)[0].removesuffix(".json")  # image_tar()'s
+
+
 def image_tar(images: int = 1) -> bytes:
     """A minimal `docker save` layout: manifest.json, an image config, one layer each."""
     members: dict[str, bytes] = {}
     manifest = []
     for index in range(images):
-        config = f"{index:064x}.json"
-        members[config] = b"{}"
+        config, members[config] = image_config(index)
         members[f"layer{index}/layer.tar"] = b"\0" * 1024
         manifest.append(
             {"Config": config, "RepoTags": [f"m{index}:1"], "Layers": [f"layer{index}/layer.tar"]}
@@ -360,7 +370,7 @@ def test_upload_stores_the_tarball_in_blobs(client: FlaskClient, service: Servic
         model = session.get(ModelRow, response.get_json()["id"])
     assert model.runtime["blob"] == keys[0] and model.runtime["kind"] == "docker"
     assert model.runtime["source"] == "upload"
-    assert model.image_id == "sha256:" + "0" * 64  # pinned from the manifest at upload
+    assert model.image_id == FIRST_IMAGE_ID  # pinned from the manifest at upload
     shown = client.get(f"/api/v1/submissions/{model.id}").get_json()
     assert "blob" not in shown["runtime"]  # storage keys are not exposed
 
@@ -435,7 +445,7 @@ def test_service_upload_is_stored_inspected_and_queued(service: Service) -> None
     submitted = submit_upload(service, task, "m", io.BytesIO(tarball), filename="model.tar")
     assert isinstance(submitted.spec, DockerSpec) and submitted.name == "m"
     assert submitted.spec.source is DockerSource.UPLOAD and submitted.spec.image == "model.tar"
-    assert submitted.spec.image_id == "sha256:" + "0" * 64
+    assert submitted.spec.image_id == FIRST_IMAGE_ID
     assert service.blobs.get_bytes(submitted.spec.blob or "") == tarball
     with service.db.session() as session:
         model = session.get(ModelRow, submitted.model_id)

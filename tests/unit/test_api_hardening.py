@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import hashlib
 import io
 import json
 import re
@@ -44,7 +45,9 @@ from usecases.service import Service
 from usecases.submissions import SubmissionRefused, submit_reference
 
 SUBMIT = "/api/v1/tasks/sentiment/submissions"
-CONFIG = "0" * 64 + ".json"
+CONFIG_BYTES = b'{"os": "linux"}'
+CONFIG_DIGEST = hashlib.sha256(CONFIG_BYTES).hexdigest()  # the image ID
+CONFIG = CONFIG_DIGEST + ".json"
 AXES_A = {"performance": 90.0, "throughput": 100.0, "memory": 1.5, "robustness": 90.0}
 
 
@@ -64,7 +67,7 @@ def client(service: Service) -> FlaskClient:
 def docker_tar(manifest: bytes, config: str = CONFIG, padding: int = 0) -> bytes:
     """A `docker save` layout around a given manifest.json; ``padding`` zero bytes after the
     archive's end (a bomb hides there)."""
-    members = {config: b"{}", "layer/layer.tar": b"\0" * 1024, "manifest.json": manifest}
+    members = {config: CONFIG_BYTES, "layer/layer.tar": b"\0" * 1024, "manifest.json": manifest}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name, data in members.items():
@@ -126,11 +129,23 @@ def test_crafted_manifests_are_422_and_nothing_stored(
 
 
 def test_an_oci_layout_config_name_is_an_image_id(client: FlaskClient, service: Service) -> None:
-    config = "blobs/sha256/" + "a" * 64
+    config = "blobs/sha256/" + CONFIG_DIGEST
     response = upload(client, docker_tar(entry(Config=config, RepoTags=None), config=config))
     assert response.status_code == 201, response.get_json()
     shown = client.get(response.get_json()["url"]).get_json()
-    assert shown["image_id"] == "sha256:" + "a" * 64
+    assert shown["image_id"] == "sha256:" + CONFIG_DIGEST
+
+
+def test_a_config_under_another_images_id_is_422_and_nothing_stored(
+    client: FlaskClient, service: Service
+) -> None:
+    """A config named as another image (its digest is not its name) made a submission that
+    bore the other image's ID; the worker then kept the image it loaded (outside tester)."""
+    spoofed = "d2" * 32 + ".json"
+    response = upload(client, docker_tar(entry(Config=spoofed), config=spoofed))
+    assert_error(response, 422, "image_not_loadable")
+    assert "does not hash to" in response.get_json()["error"]["message"]
+    assert_nothing_stored(service)
 
 
 # -- 2. gzip bombs ----------------------------------------------------------------------------
@@ -190,7 +205,7 @@ def test_a_gzip_bomb_with_a_forged_trailer_stops_at_the_limit(
     if where == "in-a-layer":
         # every member fits and so does their sum; with the headers the stream does not
         layer = LIMIT - 1000
-        members = {CONFIG: b"{}", "layer/layer.tar": bytes(layer), "manifest.json": entry()}
+        members = {CONFIG: CONFIG_BYTES, "layer/layer.tar": bytes(layer), "manifest.json": entry()}
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as archive:
             for name, data in members.items():

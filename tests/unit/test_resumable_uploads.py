@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import tarfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from store.blobs import LocalBlobStore
 from store.models import ModelRow
 from store.ratelimits import RateLimits
 from tests.unit.auth_helpers import issue_token, signed_in
+from tests.unit.test_api import image_config
 from tests.unit.test_blobs import leftovers, s3_store
 from usecases.service import Service
 from usecases.uploads import MAX_OPEN_UPLOADS
@@ -35,9 +37,9 @@ TASK = "sentiment"
 def image_tar(layer_bytes: int) -> bytes:
     """A `docker save` layout with one layer of ``layer_bytes`` (pseudo-random)."""
     layer = hashlib.shake_256(b"layer").digest(layer_bytes)
-    config = f"{7:064x}.json"
+    config, config_bytes = image_config(7)
     members = {
-        config: b"{}",
+        config: config_bytes,
         "l/layer.tar": layer,
         "manifest.json": json.dumps(
             [{"Config": config, "RepoTags": ["m:1"], "Layers": ["l/layer.tar"]}]
@@ -382,16 +384,20 @@ def test_parts_are_not_writes_for_the_rate_limit(world: World) -> None:
 def test_a_sweep_during_a_long_submission_keeps_its_image(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Someone starts an upload a day after this one's last part, while this one is being
-    joined and inspected: the sweep must not take the image the submission is made of."""
+    """Someone starts an upload hours after this one's submission began, while it is still
+    being joined and inspected (its lease renewed meanwhile): the sweep must not take the
+    image the submission is made of, nor think the request dead."""
     from usecases import uploads as use_cases
 
+    monkeypatch.setattr(use_cases, "LEASE_RENEW_S", 0.01)
     upload = sent_whole(world)
     world.clock.advance(25 * 3600)  # past the last part's day: only a submission keeps it
     real_inspect = use_cases.inspect_image
 
     def slow_inspection(*args: Any, **kwargs: Any) -> str:
-        world.clock.advance(2 * 3600)
+        for _ in range(4):  # two hours in all, the lease renewed as they pass
+            world.clock.advance(1800)
+            _lease_renewed(world, upload["id"])
         assert start(world.bob, 10).status_code == 201  # bob's start sweeps
         return real_inspect(*args, **kwargs)
 
@@ -402,22 +408,126 @@ def test_a_sweep_during_a_long_submission_keeps_its_image(
     assert world.alice.get(upload["url"]).get_json()["state"] == "submitted"
 
 
-def test_an_upload_stuck_being_submitted_loses_its_row_never_its_image(world: World) -> None:
+def _lease_renewed(world: World, upload_id: str) -> None:
+    """Wait (bounded) until the lease on ``upload_id`` runs past the clock's time."""
+    from store.uploads import Uploads
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        record = Uploads(world.service.db).get(upload_id)
+        if record is not None and record.expires_at > world.clock.now():
+            return
+        time.sleep(0.005)
+    raise AssertionError("the lease was not renewed")
+
+
+def _died_while_submitting(world: World, upload: dict[str, Any], stage: str) -> str | None:
+    """Leave ``upload`` as a request killed at ``stage`` of its submission leaves it: rows
+    and blobs exactly as written up to there. The model id, when one was made."""
     from store.uploads import Uploads, UploadState
-    from usecases.uploads import STALE_FINISHING, UPLOAD_TTL, sweep_expired
+    from usecases.uploads import FINISH_LEASE
+
+    uploads = Uploads(world.service.db)
+    record = uploads.get(upload["id"])
+    assert record is not None
+    lease = world.clock.now() + FINISH_LEASE
+    assert uploads.move(record.id, UploadState.RECEIVING, UploadState.FINISHING, expires_at=lease)
+    if stage == "joining":
+        return None
+    world.service.blobs.finish_parts(record.blob_key, record.handle, upload["parts"])
+    if stage == "inspecting":
+        return None
+    from tests.unit.test_api import FIRST_IMAGE_ID
+    from usecases.submissions import create_submission, upload_spec
+
+    spec = upload_spec(record.blob_key, FIRST_IMAGE_ID, record.filename, "v1")
+    task = world.service.tasks[TASK]
+    made = create_submission(
+        world.service, task, "big", spec, record.owner_id, idempotency_key="key-1"
+    )
+    return made.model_id
+
+
+@pytest.mark.parametrize(
+    ("stage", "state"),
+    [("joining", "receiving"), ("inspecting", "interrupted"), ("submitted", "submitted")],
+)
+def test_an_upload_whose_submitting_request_died_is_where_its_owner_can_go_on(
+    world: World, stage: str, state: str
+) -> None:
+    """A server killed during the final submit left the upload "finishing" for two days:
+    not submittable, not deletable, not listed, and its joined image never removed (found
+    by an outside tester). Once the dead request's lease lapses it is put back."""
+    from usecases.uploads import FINISH_LEASE
 
     upload = sent_whole(world)
-    record = Uploads(world.service.db).get(upload["id"])
-    assert record is not None
-    world.service.blobs.finish_parts(record.blob_key, record.handle, upload["parts"])
-    # a crash after the join: the row says "finishing" for ever
-    Uploads(world.service.db).move(record.id, UploadState.RECEIVING, UploadState.FINISHING)
-    world.clock.advance((UPLOAD_TTL + STALE_FINISHING).total_seconds() - 60)
-    assert sweep_expired(world.service) == 0
-    world.clock.advance(120)
+    model_id = _died_while_submitting(world, upload, stage)
+    busy = submit(world.alice, upload["id"])  # the same key replays a submission made
+    assert (
+        busy.status_code == 409 and "submitted again after" in busy.get_json()["error"]["message"]
+    )
+    world.clock.advance(FINISH_LEASE.total_seconds() + 1)
+    shown = world.alice.get(upload["url"]).get_json()
+    assert (shown["state"], shown["submission"]) == (state, model_id)
+    assert shown["received"] == list(range(1, upload["parts"] + 1))
+    again = submit(world.alice, upload["id"], "key-1")
+    assert again.status_code in (200, 201), again.get_json()
+    made = again.get_json()["id"]
+    assert model_id in (None, made) and models(world.service) == 1
+    assert stored_image(world.service, made) == world.tarball
+    assert world.alice.get(upload["url"]).get_json()["state"] == "submitted"
+
+
+def test_an_interrupted_upload_takes_no_parts_and_is_listed(world: World) -> None:
+    from usecases.uploads import FINISH_LEASE
+
+    upload = sent_whole(world)
+    _died_while_submitting(world, upload, "inspecting")
+    world.clock.advance(FINISH_LEASE.total_seconds() + 1)
+    listed = world.alice.get("/api/v1/uploads").get_json()["uploads"]
+    assert [(u["id"], u["state"]) for u in listed] == [(upload["id"], "interrupted")]
+    answer = put(world.alice, upload["id"], 1, world.parts(upload)[0])
+    assert answer.status_code == 409
+    assert answer.get_json()["error"]["code"] == "upload_interrupted"
+
+
+def test_an_interrupted_upload_deleted_or_left_takes_its_joined_image_with_it(
+    world: World,
+) -> None:
+    from store.uploads import Uploads
+    from usecases.uploads import FINISH_LEASE, UPLOAD_TTL, sweep_expired
+
+    kept, deleted = sent_whole(world), sent_whole(world)
+    keys = {}
+    for upload in (kept, deleted):
+        _died_while_submitting(world, upload, "inspecting")
+        record = Uploads(world.service.db).get(upload["id"])
+        assert record is not None
+        keys[upload["id"]] = record.blob_key
+    world.clock.advance(FINISH_LEASE.total_seconds() + 1)
+    assert world.alice.delete(deleted["url"]).status_code == 200
+    assert not world.service.blobs.exists(keys[deleted["id"]])
+    assert world.alice.get(kept["url"]).get_json()["state"] == "interrupted"
+    world.clock.advance(UPLOAD_TTL.total_seconds() + 1)
     assert sweep_expired(world.service) == 1
-    assert Uploads(world.service.db).get(record.id) is None
-    assert world.service.blobs.get_bytes(record.blob_key) == world.tarball
+    assert Uploads(world.service.db).get(kept["id"]) is None
+    assert not world.service.blobs.exists(keys[kept["id"]])
+    assert leftovers(world.service.blobs) == []
+
+
+def test_a_sweep_puts_a_dead_submission_back_and_keeps_a_made_ones_image(world: World) -> None:
+    from store.uploads import Uploads
+    from usecases.uploads import FINISH_LEASE, UPLOAD_TTL, sweep_expired
+
+    upload = sent_whole(world)
+    model_id = _died_while_submitting(world, upload, "submitted")
+    world.clock.advance(FINISH_LEASE.total_seconds() + 1)
+    assert sweep_expired(world.service) == 1
+    record = Uploads(world.service.db).get(upload["id"])
+    assert record is not None and record.model_id == model_id
+    world.clock.advance(UPLOAD_TTL.total_seconds() + 1)
+    assert sweep_expired(world.service) == 1
+    assert model_id is not None and stored_image(world.service, model_id) == world.tarball
 
 
 def test_a_failing_sweep_does_not_refuse_a_new_upload(

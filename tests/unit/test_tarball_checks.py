@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import hashlib
 import io
 import json
 import lzma
@@ -21,7 +22,8 @@ from configs.vocabulary.failures import FailureCode
 from evaluator.errors import EvaluationError
 from evaluator.runtimes.docker.tarballs import MAX_RATIO, inspect_tarball
 
-DIGEST = "ab" * 32
+CONFIG_BYTES = b'{"architecture": "amd64", "os": "linux"}'
+DIGEST = hashlib.sha256(CONFIG_BYTES).hexdigest()  # docker names a config by its digest
 CONFIG = f"{DIGEST}.json"
 LAYER = "0" * 64 + "/layer.tar"
 LIMITS = Limits(max_image_bytes=1024**3)
@@ -52,7 +54,7 @@ def _image(
     layers = layers or [LAYER]
     manifest = [{"Config": CONFIG, "RepoTags": ["m:1"], "Layers": layers}]
     with tarfile.open(path, "w") as tar:
-        _add(tar, CONFIG, b"{}")
+        _add(tar, CONFIG, CONFIG_BYTES)
         if write_layer:
             _add(tar, LAYER, layer_bytes)
         if extra is not None:
@@ -98,7 +100,7 @@ def test_the_manifest_cannot_be_reached_by_a_traversal_name(tmp: Path) -> None:
     """``name.lstrip('./')`` read ``../../manifest.json`` as the manifest: no longer."""
     tarball = tmp / "m.tar"
     with tarfile.open(tarball, "w") as tar:
-        _add(tar, CONFIG, b"{}")
+        _add(tar, CONFIG, CONFIG_BYTES)
         _add(tar, LAYER, b"l")
         body = json.dumps([{"Config": CONFIG, "Layers": [LAYER]}]).encode()
         _add(tar, "../../manifest.json", body)
@@ -253,7 +255,7 @@ def test_a_global_pax_header_is_refused(tmp: Path) -> None:
     with tarfile.open(
         tarball, "w", format=tarfile.PAX_FORMAT, pax_headers={"path": "decoy"}
     ) as tar:
-        _add(tar, CONFIG, b"{}")
+        _add(tar, CONFIG, CONFIG_BYTES)
         _add(tar, LAYER, b"l")
         _add(tar, "manifest.json", json.dumps([{"Config": CONFIG, "Layers": [LAYER]}]).encode())
     assert "docker save" in _refused(tarball)
@@ -263,7 +265,7 @@ def test_a_global_pax_header_is_refused(tmp: Path) -> None:
 def test_headers_without_posix_ustar_magic_are_refused(tmp: Path, fmt: int) -> None:
     tarball = tmp / "gnu.tar"
     with tarfile.open(tarball, "w", format=fmt) as tar:
-        _add(tar, CONFIG, b"{}")
+        _add(tar, CONFIG, CONFIG_BYTES)
     assert "ustar magic" in _refused(tarball)
 
 
@@ -310,3 +312,57 @@ def test_a_huge_header_is_refused_before_it_is_read(tmp: Path) -> None:
             out.write(b"a" * (1 << 20))
     message = _refused(packed)
     assert "ustar magic" in message
+
+
+# -- the image ID is the config's digest --------------------------------------------------------
+def _config_named(tmp: Path, name: str, data: bytes, *, layout: str = "legacy") -> Path:
+    """An image whose config ``data`` is stored under ``name``."""
+    tarball = tmp / f"{layout}.tar"
+    with tarfile.open(tarball, "w") as tar:
+        _add(tar, name, data)
+        _add(tar, LAYER, b"l")
+        _add(tar, "manifest.json", json.dumps([{"Config": name, "Layers": [LAYER]}]).encode())
+    return tarball
+
+
+def test_a_config_not_named_by_its_own_digest_is_refused(tmp: Path) -> None:
+    """An upload whose config claimed another image's ID was accepted: the submission bore
+    that ID, and the worker kept the image it loaded (found by an outside tester)."""
+    spoofed = _config_named(tmp, f"{'d2' * 32}.json", CONFIG_BYTES)
+    message = _refused(spoofed)
+    assert "sha256:" + "d2" * 32 in message and f"sha256:{DIGEST}" in message
+
+
+def test_an_oci_layout_config_is_checked_against_its_blob_name(tmp: Path) -> None:
+    good = _config_named(tmp, f"blobs/sha256/{DIGEST}", CONFIG_BYTES, layout="oci")
+    assert inspect_tarball(good, LIMITS)[0] == f"sha256:{DIGEST}"
+    other = b'{"os": "linux"}'
+    bad = _config_named(tmp, f"blobs/sha256/{DIGEST}", other, layout="oci-bad")
+    assert "does not hash to" in _refused(bad)
+
+
+def test_a_config_reached_through_a_link_is_checked_at_its_target(tmp: Path) -> None:
+    tarball = tmp / "linked.tar"
+    with tarfile.open(tarball, "w") as tar:
+        _add(tar, "real.json", b'{"os": "plan9"}')
+        _link(tar, CONFIG, "real.json", tarfile.LNKTYPE)
+        _add(tar, LAYER, b"l")
+        _add(tar, "manifest.json", json.dumps([{"Config": CONFIG, "Layers": [LAYER]}]).encode())
+    assert "does not hash to" in _refused(tarball)
+
+
+def test_an_implausibly_large_config_is_refused(tmp: Path) -> None:
+    huge = b'{"pad": "' + b"x" * (9 << 20) + b'"}'
+    tarball = _config_named(tmp, hashlib.sha256(huge).hexdigest() + ".json", huge)
+    assert "config" in _refused(tarball)
+
+
+def test_a_plain_tarball_that_ends_inside_a_member_is_corrupt_not_a_bomb(tmp: Path) -> None:
+    """A header declaring 100 MiB in a 2.5 KiB file was answered as a decompression bomb
+    (413) although nothing is compressed (found by an outside tester)."""
+    tarball = tmp / "cut.tar"
+    header = tarfile.TarInfo("big")
+    header.size = 100 << 20
+    tarball.write_bytes(header.tobuf(format=tarfile.USTAR_FORMAT) + bytes(2048))
+    message = _refused(tarball)
+    assert "ends inside" in message and "bomb" not in message

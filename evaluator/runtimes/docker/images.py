@@ -117,8 +117,10 @@ def acquire_tarball(
     tags left on a fresh image were all created by this load (its ``own_tags``).
     """
     client = _client(client)
-    image_id, tags = inspect_tarball(path, limits)
-    existed = _present(client, image_id)
+    _, tags = inspect_tarball(path, limits)  # refused here before the engine sees it
+    # fresh is judged by what was loaded, not by the ID the tarball claims: an image that
+    # is not the one claimed must still be removed after its run
+    before = _image_ids(client)
     previous: dict[str, str] = {}
     for tag in tags:
         with contextlib.suppress(ImageNotFound, APIError):
@@ -137,8 +139,9 @@ def acquire_tarball(
             FailureCode.IMAGE_NOT_LOADABLE, f"loading gave {len(loaded)} images, expected one"
         )
     ref = image_ref(loaded[0].id, client)
-    check_size(ref, limits, client, remove=not existed)
-    return Acquired(ref, fresh=not existed, own_tags=() if existed else ref.tags)
+    fresh = ref.image_id not in before
+    check_size(ref, limits, client, remove=fresh)
+    return Acquired(ref, fresh=fresh, own_tags=ref.tags if fresh else ())
 
 
 def _present(client: docker.DockerClient, image: str) -> bool:

@@ -7,6 +7,7 @@ capped too, so a small compressed "bomb" cannot make the worker spend unbounded 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import posixpath
@@ -26,6 +27,9 @@ from evaluator.runtimes.docker.ustar import Header, TarRefused, UstarReader
 MAX_TAR_MEMBERS = 100_000
 _MANIFEST_MAX = 1 << 20
 _IMAGE_DIGEST = re.compile(r"[0-9a-f]{64}")
+# A config is JSON of a few KiB (tens with a long history): files up to this size are
+# hashed as they pass, and a larger one the manifest names as the config is refused.
+CONFIG_MAX = 8 << 20
 
 
 def mib(n: int) -> str:
@@ -219,14 +223,17 @@ def _cpu_seconds(path: Path) -> float:
     return CPU_BASE_S + CPU_PER_MIB_S * path.stat().st_size / 2**20
 
 
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(2) == b"\x1f\x8b"
+
+
 def _budget(path: Path, limits: Limits) -> int:
     """How many bytes the scan may unpack: the image limit, and no more than
     ``MAX_RATIO`` times the compressed file (no real image compresses better) unless that
     is under ``RATIO_FLOOR``, which costs milliseconds to inflate."""
     size = path.stat().st_size
-    with open(path, "rb") as handle:
-        compressed = handle.read(2) == b"\x1f\x8b"
-    if not compressed:
+    if not _is_gzip(path):
         return size
     return min(limits.max_image_bytes, max(size * MAX_RATIO, RATIO_FLOOR))
 
@@ -291,14 +298,23 @@ def _resolve(name: str, members: Mapping[str, _Member]) -> str | None:
     return None
 
 
-def _scan_tarball(
-    path: Path, limits: Limits, cpu_clock: Callable[[], float]
-) -> tuple[Any, dict[str, _Member]]:
-    """(parsed manifest.json or None, members by archive name), one member at a time:
-    stops as soon as the members' total size or the decompressed bytes pass the budget
-    (``_OverBudget``) or the CPU time does (``_OverTime``). The stream is read to its end:
-    what the engine would unpack is what the budget bounds."""
+@dataclass(frozen=True)
+class _Scan:
+    """What a scan read: the parsed manifest.json (None if absent), every member by archive
+    name, and the SHA-256 of each file small enough to be a config (a link may lead to it)."""
+
+    manifest: Any
+    members: dict[str, _Member]
+    config_digests: dict[str, str]
+
+
+def _scan_tarball(path: Path, limits: Limits, cpu_clock: Callable[[], float]) -> _Scan:
+    """Every member, one at a time: stops as soon as the members' total size or the
+    decompressed bytes pass the budget (``_OverBudget``) or the CPU time does
+    (``_OverTime``). The stream is read to its end: what the engine would unpack is what
+    the budget bounds."""
     members: dict[str, _Member] = {}
+    digests: dict[str, str] = {}
     manifest: Any = None
     total = 0
     with _decompressed(path) as raw:
@@ -322,10 +338,12 @@ def _scan_tarball(
             members[name] = member
             if name == "manifest.json" and header.kind == "file":
                 manifest = json.loads(tar.read_data(header, _MANIFEST_MAX))
+            elif header.kind == "file" and header.size <= CONFIG_MAX:  # may be the config
+                digests[name] = hashlib.sha256(tar.read_data(header, CONFIG_MAX)).hexdigest()
         if not stream.drain_zeros():
             raise _refuse("the tarball has data after its end (only zero padding may follow)")
     _check_links(members)
-    return manifest, members
+    return _Scan(manifest, members, digests)
 
 
 def _check_parents(name: str, members: Mapping[str, _Member]) -> None:
@@ -383,7 +401,7 @@ def inspect_tarball(
         )
     not_loadable = FailureCode.IMAGE_NOT_LOADABLE
     try:
-        manifest, members = _scan_tarball(path, limits, cpu_clock)
+        scan = _scan_tarball(path, limits, cpu_clock)
     except _OverRatio:
         raise EvaluationError(
             FailureCode.IMAGE_TOO_LARGE,
@@ -391,6 +409,10 @@ def inspect_tarball(
             "which no real image does (a decompression bomb?)",
         ) from None
     except _OverBudget:
+        if not _is_gzip(path):  # a plain file's budget is its size: it ended too soon
+            raise _refuse(
+                "the image tarball ends inside a member (cut short?): make it with `docker save`"
+            ) from None
         budget = _budget(path, limits)
         why = (
             f", more than {MAX_RATIO} times its gzipped size, which no real image does "
@@ -423,6 +445,14 @@ def inspect_tarball(
         raise EvaluationError(
             not_loadable, f"the image tarball is corrupt or not a tar archive ({exc})"
         ) from None
+    return _image_of(scan)
+
+
+def _image_of(scan: _Scan) -> tuple[str, list[str]]:
+    """(image ID, tags) from a scanned tarball's manifest: one image, every member it
+    names present, and its config named by the config's own digest."""
+    not_loadable = FailureCode.IMAGE_NOT_LOADABLE
+    manifest, members = scan.manifest, scan.members
     if "manifest.json" not in members:
         raise EvaluationError(
             not_loadable, "the tarball has no manifest.json: make it with `docker save`"
@@ -468,7 +498,26 @@ def inspect_tarball(
             "the tarball's manifest.json names a config that is not an image digest "
             "(<64 hex digits>.json or blobs/sha256/<64 hex digits>)",
         )
+    _check_config_digest(scan, named[0], digest)
     return "sha256:" + digest, list(tags or [])
+
+
+def _check_config_digest(scan: _Scan, config: str, digest: str) -> None:
+    """The image ID is the config's SHA-256: a config under another image's ID would give
+    the submission an ID that is not its image's (and the engine one it did not expect)."""
+    resolved = _resolve(config, scan.members)
+    actual = scan.config_digests.get(resolved or "")
+    if actual is None:
+        raise _refuse(
+            f"the tarball's config {config[:120]!r} is over {mib(CONFIG_MAX)}, which no "
+            "image config is"
+        )
+    if actual != digest:
+        raise _refuse(
+            f"the tarball's config does not hash to the image ID its name claims "
+            f"(sha256:{digest}): its SHA-256 is sha256:{actual}. `docker save` names it by "
+            "its own digest"
+        )
 
 
 def _strings(value: object) -> bool:
