@@ -83,7 +83,7 @@ _TABLE: dict[tuple[str, str], Need] = {
     ("GET", "/api/v1/uploads"): READS,
     ("GET", "/api/v1/uploads/<upload_id>"): READS,
     ("DELETE", "/api/v1/uploads/<upload_id>"): WRITES,
-    ("PUT", "/api/v1/uploads/<upload_id>/parts/<int(min=1, max=10000):number>"): WRITES,
+    ("PUT", "/api/v1/uploads/<upload_id>/parts/<int(signed=True):number>"): WRITES,
     ("GET", _MODEL): OPEN,
     ("GET", f"{_MODEL}/scores"): OPEN,
     ("GET", f"{_MODEL}/scores/download"): OPEN,

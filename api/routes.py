@@ -357,7 +357,7 @@ def _json_submission(task: TaskSpec, admit: Admission, key: str | None = None) -
             admit=admit,
             idempotency_key=key,
             published=data.get("publish", task.publish_results),
-            requirements=_requirements(data.get("requirements")),
+            requirements=_requirements(data.get("requirements"), text=False),
         )
     runtime = data["runtime"]
     # A local runtime runs the submitter's command on the server: admins only, when allowed.
@@ -379,16 +379,17 @@ def _json_submission(task: TaskSpec, admit: Admission, key: str | None = None) -
         admit=admit,
         idempotency_key=key,
         published=data.get("publish", task.publish_results),
-        requirements=_requirements(data.get("requirements")),
+        requirements=_requirements(data.get("requirements"), text=False),
     )
 
 
-def _requirements(raw: Any) -> Requirements | None:
-    """A submission's requirements (an object, or its JSON text in a form); 422 if bad."""
+def _requirements(raw: Any, *, text: bool = True) -> Requirements | None:
+    """A submission's requirements: an object in JSON, its JSON ``text`` in a form; 422
+    ``invalid_requirements`` if bad."""
     if raw is None:
         return None
     try:
-        return Requirements.parse(json.loads(raw) if isinstance(raw, str) else raw)
+        return Requirements.parse(json.loads(raw) if text and isinstance(raw, str) else raw)
     except (BadRequirements, ValueError) as exc:
         raise ApiError(422, "invalid_requirements", f"requirements: {exc}") from None
     except RecursionError:  # JSON text nested a thousand deep

@@ -90,7 +90,11 @@ class SubmitJsonSchema(Schema):
         metadata={"description": "with `upload`: how the image speaks (default: dynaeval)"},
     )
     publish = _publish_field()
-    requirements = fields.Dict(allow_none=True, metadata={"description": REQUIREMENTS_DESCRIPTION})
+    # Raw, not Dict: anything but an object is the route's 422 invalid_requirements, as in
+    # the form, rather than the schema's invalid_submission
+    requirements = fields.Raw(
+        allow_none=True, metadata={"type": "object", "description": REQUIREMENTS_DESCRIPTION}
+    )
 
     @validates_schema
     def _one_source(self, data: dict[str, Any], **_: Any) -> None:

@@ -192,7 +192,7 @@ class Upload(MethodView):
         return _body(abandon_upload(service(), principal(), upload_id))
 
 
-@blp.route("/uploads/<upload_id>/parts/<int(min=1, max=10000):number>", methods=["PUT"])
+@blp.route("/uploads/<upload_id>/parts/<int(signed=True):number>", methods=["PUT"])
 @ok(PartSchema)
 @errors(400, 401, 403, 404, 409, 422)
 @blp.doc(requestBody=PART_BODY, parameters=[DIGEST_PARAMETER])

@@ -206,7 +206,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from client.examples import check_example_runtime, queue_examples_in_background
     from usecases.boards.cache import begin_warmup
 
-    configure_logging(args.log_format, verbose=getattr(args, "verbose", False))
+    configure_logging(args.log_format, verbose=getattr(args, "verbose", False), service=True)
     service = open_service(args.allow_local_runtimes, args.allow_registry)
     signals = StopSignals("serve", args.grace_s, lambda: None, lambda: _hand_back_now(service))
     signals.install()  # before workers start: a signal from here on stops them cleanly
@@ -323,7 +323,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from worker.outage import open_when_reachable
     from worker.worker import Worker, default_worker_id
 
-    configure_logging(args.log_format, verbose=getattr(args, "verbose", False))
+    configure_logging(args.log_format, verbose=getattr(args, "verbose", False), service=True)
     worker_id = default_worker_id(args.name)
     try:
         devices = parse_devices(args.gpu_devices) if args.gpu_devices is not None else None

@@ -416,7 +416,10 @@ def _timeout_message(args: argparse.Namespace, exc: WaitTimeout) -> str:
 
 def requirements_of(args: argparse.Namespace) -> dict[str, Any] | None:
     """``--require`` pairs as one requirements object (None when none was given); labels
-    given twice add up, any other key given twice is a usage error."""
+    given twice add up, any other key given twice is a usage error, and so is a set the
+    server would refuse: checked here, before gigabytes are uploaded to hear it."""
+    from configs.vocabulary.capabilities import BadRequirements, Requirements
+
     found: dict[str, Any] = {}
     for key, value in getattr(args, "require", None) or []:
         if key == "labels":
@@ -425,4 +428,8 @@ def requirements_of(args: argparse.Namespace) -> dict[str, Any] | None:
             raise CliError(f"--require {key}= is given twice")
         else:
             found[key] = value
+    try:
+        Requirements.parse(found or None)
+    except BadRequirements as exc:
+        raise CliError(f"--require: {exc}") from None
     return found or None

@@ -53,11 +53,21 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+# What a running service says without -v: each job a worker claims, finishes, fails, hands
+# back or recovers (an operator reads these to know what happened; they are a few a minute)
+SERVICE_LOGGERS = ("worker.worker",)
+
+
 def configure_logging(
-    log_format: str = "text", *, verbose: bool = False, stream: IO[str] | None = None
+    log_format: str = "text",
+    *,
+    verbose: bool = False,
+    stream: IO[str] | None = None,
+    service: bool = False,
 ) -> logging.Handler:
     """Replace the root logger's handlers with one writing to ``stream`` (stderr) in
-    ``log_format`` (``text`` or ``json``), with secrets masked; returns the handler."""
+    ``log_format`` (``text`` or ``json``), with secrets masked; returns the handler. A
+    ``service`` (serve, worker) logs its jobs' lifecycle at INFO even without ``verbose``."""
     if log_format not in ("text", "json"):
         raise ValueError(f"unknown log format {log_format!r}: text or json")
     handler = logging.StreamHandler(stream or sys.stderr)
@@ -74,4 +84,6 @@ def configure_logging(
     # waitress's "Serving on..." and werkzeug's line per request only when asked for
     for chatty in ("werkzeug", "waitress"):
         logging.getLogger(chatty).setLevel(logging.INFO if verbose else logging.WARNING)
+    for name in SERVICE_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO if service or verbose else logging.NOTSET)
     return handler

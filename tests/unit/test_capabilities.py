@@ -348,11 +348,11 @@ def test_a_submission_states_its_requirements_through_the_api(tmp_path: Any) -> 
             content_type="multipart/form-data",
         )
         assert_error(deep, 422, "invalid_requirements")
-        for bad in ({"gpus": "one"}, {"colour": "red"}, ["gpus"], {"labels": ["A B"]}):
+        # anything but an object was invalid_submission, unlike the form (outside tester)
+        bad_ones = ({"gpus": "one"}, {"colour": "red"}, {"labels": ["A B"]}, ["gpus"], [])
+        for bad in (*bad_ones, "gpus=1", '{"gpus": 1}', 1, True):
             refused = client.post(url, json={"name": "b", "runtime": DOCKER, "requirements": bad})
-            error = assert_error(
-                refused, 422, "invalid_requirements" if isinstance(bad, dict) else None
-            )
+            error = assert_error(refused, 422, "invalid_requirements")
             assert "requirements" in error["message"]
         with service.db.session() as session:
             from sqlalchemy import func, select
@@ -409,6 +409,26 @@ def test_the_cli_submits_requirements_and_refuses_bad_ones(
         assert labels["two"] == ["eu", "us"]
     finally:
         service.close()
+
+
+def test_the_cli_refuses_bad_requirements_before_it_uploads_to_a_server(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --server, --require was checked by the server after the whole image was
+    uploaded, and each refusal left an upload behind (outside tester): now nothing is sent."""
+    from client.cli import main
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("DYNAEVAL_API_KEY", "not-used")
+    tarball = tmp_path / "m.tar"
+    tarball.write_bytes(b"\0" * 1024)
+    sent: list[str] = []
+    monkeypatch.setattr("requests.Session.request", lambda *a, **k: sent.append(str(a[1:3])))
+    argv = ["submit", str(tarball), "--task", "sentiment", "--name", "m"]
+    for bad in ("gpus=99999999999999999999", "labels=EU", "gpu_model=A100"):
+        code = main([*argv, "--server", "http://127.0.0.1:9", "--require", bad])
+        assert code != 0 and "--require" in capsys.readouterr().err
+    assert sent == []
 
 
 def test_labelled_workers_route_the_queue_between_them(

@@ -75,6 +75,22 @@ def test_text_stays_the_default_and_quiet() -> None:
     assert lines(stream) == [lines(stream)[0]] and lines(stream)[0].endswith("WARNING x: shown")
 
 
+@pytest.mark.usefixtures("restore_root")
+def test_a_service_logs_its_jobs_without_being_asked() -> None:
+    """docs/operating.md says a worker logs each job it claims, finishes, fails, hands back
+    or recovers; without -v it logged none of them (outside tester)."""
+    stream = io.StringIO()
+    configure_logging(stream=stream, service=True)
+    logging.getLogger("worker.worker").info("worker w claimed job j")
+    logging.getLogger("store.jobs").info("not a job's lifecycle")
+    assert [line.split(" ", 2)[2] for line in lines(stream)] == [
+        "INFO worker.worker: worker w claimed job j"
+    ]
+    configure_logging(stream=stream)  # a one-off command stays quiet
+    logging.getLogger("worker.worker").info("not shown")
+    assert "not shown" not in stream.getvalue()
+
+
 def test_an_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown log format"):
         configure_logging("xml")
