@@ -207,6 +207,10 @@ def board_page(
         "rank_notes_for": "&".join(f"{k}={v}" for k, v in query.items()),
         "condition_groups": boards.condition_marks(board),  # marks only on mixed boards
         "page_rows": boards_page.PAGE_ROWS,  # a ?page= link's rows, for the script
+        # a saved view's page: the view's own address while its weights are shown, the
+        # task's board with the weights once a slider moves (the view ignores ?weights=)
+        "view_path": extra.get("view_url"),
+        "board_path": url_for("pages.task_page", task_name=task.name),
     }
     fields = {**data.fields, **notes}
     queue = task_queues(service().db, service().clock.now()).get(task.name, TaskQueue())

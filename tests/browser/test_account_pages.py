@@ -106,8 +106,32 @@ def test_a_view_page_opened_by_its_address(own_live: Live, browser: Any, artifac
     assert float(browser.find_element(_by("ID"), "w_performance").get_attribute("value")) == 0.0
     assert browser.find_elements(_by("CSS_SELECTOR"), "#leaderboard tbody tr")
     browser.save_screenshot(str(artifacts / "view-page-anonymous.png"))
+    view_url = f"{own_live.url}/tasks/{TASK}/views/{view['slug']}"
+    assert browser.current_url == view_url  # the view's own address while its weights show
+    assert not browser.find_element(_by("ID"), "view-changed").is_displayed()
+    _moved_away_from_the_view(own_live, browser, artifacts, view_url)
     browser.get(f"{own_live.url}/tasks/{TASK}/views/no-such-view")
     assert "has no view" in browser.find_element(_by("ID"), "message").text
+
+
+def _moved_away_from_the_view(own_live: Live, browser: Any, artifacts: Path, url: str) -> None:
+    """A slider moved on a view's page gave ``/views/<slug>?weights=…``, which shows the
+    view's weights, not the moved ones (outside tester): the address now leads to the task's
+    board with them, and moving back gives the view's address again."""
+    from selenium.webdriver.common.keys import Keys
+
+    slider = browser.find_element(_by("ID"), "w_memory")
+    slider.send_keys(Keys.HOME)  # 5 -> 0
+    _until(browser, lambda d: "/views/" not in d.current_url)
+    moved = browser.current_url
+    assert moved.startswith(f"{own_live.url}/tasks/{TASK}?") and "memory:0" in moved
+    assert browser.find_element(_by("ID"), "view-changed").is_displayed()
+    browser.save_screenshot(str(artifacts / "view-page-moved.png"))
+    slider.send_keys(Keys.END)  # back to the view's 5
+    _until(browser, lambda d: d.current_url == url)
+    browser.get(moved)  # the copied link shows the moved weights
+    assert float(browser.find_element(_by("ID"), "w_memory").get_attribute("value")) == 0.0
+    browser.get(url)
 
 
 def test_save_view_and_freeze_keep_the_sliders_weights(

@@ -494,8 +494,20 @@ def test_rank_intervals_are_shown_when_the_api_gives_them(browser: Any, live: Li
         cell = row.find_element(_by("CSS_SELECTOR"), "td.rank")
         assert (f"{best}–{worst}" in cell.text) is (best != worst), cell.text
     assert "tied" not in browser.find_element(_by("ID"), "leaderboard").text  # no chains
+    assert not browser.find_element(_by("ID"), "rank-notes-stale").is_displayed()
     browser.find_element(_by("ID"), "w_memory").send_keys(Keys.END)  # other weights: unknown
     assert not browser.find_elements(_by("CSS_SELECTOR"), "#leaderboard .rank-interval")
+    # they vanished without a word (outside tester): the page says why, and where they are
+    stale = browser.find_element(_by("ID"), "rank-notes-stale")
+    assert stale.is_displayed() and "open these weights" in stale.text
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.find_element(_by("ID"), "rank-notes-open").click()
+    WebDriverWait(browser, 10).until(
+        lambda d: d.find_elements(_by("CSS_SELECTOR"), "#leaderboard .rank-interval")
+    )
+    assert "memory:5" in browser.current_url
+    assert not browser.find_element(_by("ID"), "rank-notes-stale").is_displayed()
 
 
 def test_a_board_with_models_only_queued_says_so(browser: Any, live: Live) -> None:

@@ -11,6 +11,9 @@
   var openable = new Set(data.openable || []);  // the models whose pages the viewer may open
   data.models.forEach(function (m, i) { styleOf[m.model_id] = Plots.style(i); m.page = openable.has(m.model_id); });
   var base = location.pathname;
+  // A saved view's weights, as its page loaded them: moved away from them, the address
+  // becomes the task's board with the new weights, which a copied link then shows.
+  var viewQuery = null;
   var askedPage = Number(new URLSearchParams(location.search).get("page"));  // before render()
   // The server wrote one page of the ranking; with JavaScript every row is shown, a window
   // of them at a time, so the pages' links go.
@@ -38,6 +41,24 @@
     var q = "weights=" + weightsText(state.weights, AXES);
     if (!defaultRounds()) q += "&rounds=" + weightsText(state.rounds, data.rounds);
     return q;
+  }
+
+  // The 95 % rank ranges come from the server, for the weights the page was opened with:
+  // once the sliders leave those, the page says so and links to the same weights opened
+  // (under other round weights there are none to give, and the note would promise them).
+  var hasRankNotes = !!data.rank_notes && Object.keys(data.rank_notes).length > 0;
+  function showRankNotesStale(q, here) {
+    var stale = $("rank-notes-stale");
+    stale.hidden = !(hasRankNotes && q !== data.rank_notes_for && defaultRounds());
+    $("rank-notes-open").href = here;
+  }
+
+  function address(q) {
+    if (!data.view_path) return base + "?" + q;
+    if (viewQuery === null) viewQuery = q;
+    var asSaved = q === viewQuery;
+    $("view-changed").hidden = asSaved;
+    return asSaved ? data.view_path : data.board_path + "?" + q;
   }
 
   // Save view and Freeze snapshot post the sliders' weights, not those the page loaded with.
@@ -102,7 +123,9 @@
     // Read where the tables are before the first write, so no read below forces a layout.
     var n = result ? result.models.length : 0;
     var ranges = [boardRows.range(n), unitRows.range(n)];
-    history.replaceState(null, "", base + "?" + q);
+    var here = address(q);
+    history.replaceState(null, "", here);
+    showRankNotesStale(q, here);
     keepFormsInStep();
     $("download-csv").href = "/api/v1/tasks/" + encodeURIComponent(data.task) + "/leaderboard/download?format=csv&" + q;
     $("download-json").href = "/api/v1/tasks/" + encodeURIComponent(data.task) + "/leaderboard/download?format=json&" + q;
