@@ -37,7 +37,6 @@ from api.schemas import (
     TaskListSchema,
     TaskSchema,
     TaskSubmissionListQuerySchema,
-    check_weights_syntax,
 )
 from api.schemas_board import ComparisonSchema, LeaderboardSchema
 from configs.schema import TaskSpec
@@ -186,7 +185,8 @@ def get_leaderboard(
     ``limit`` models from rank position ``offset`` (``total_models`` says how many)."""
     task = task_or_404(task_name)
     try:
-        check_weights_syntax(weights)  # what the OpenAPI pattern says, exactly
+        # the weights as the page and the downloads read them: each named first, then
+        # the OpenAPI pattern exactly (usecases.boards.viewer_weights)
         return board_for_viewer(
             service(), task, weights, rounds, instance_memory, offset=offset, limit=limit
         )

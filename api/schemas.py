@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from marshmallow import INCLUDE, Schema, ValidationError, fields, validate, validates_schema
 
-from configs.vocabulary.axes import AXES
 from configs.vocabulary.names import MODEL_NAME_PATTERN, MODEL_NAME_RULE
-from configs.vocabulary.numbers import WEIGHT_NUMBER
+from configs.vocabulary.numbers import WEIGHTS_PATTERN
 from evaluator.transport.dialects import DEFAULT_DIALECT, dialect_choices
 from store.queries import LIST_FIELDS
 
@@ -29,23 +27,6 @@ NAME = FullMatch(MODEL_NAME_PATTERN, error=MODEL_NAME_RULE)
 # Bounded so that whatever the pattern allows is a finite number (an unbounded exponent let
 # "4e999", infinity, through the schema to a 400); wide enough for any number a browser
 # writes (17 significant digits, "1e-7").
-_NUMBER = WEIGHT_NUMBER
-_WEIGHT = rf" *(?:{'|'.join(AXES)}) *: *{_NUMBER} *"
-# What the leaderboard's ``weights`` may look like; the server refuses anything else (400
-# bad_weights) and then checks the numbers (finite, not all zero, each axis once).
-WEIGHTS_PATTERN = rf"^(?:{_WEIGHT}(?:,{_WEIGHT})*)?$"  # empty: the defaults
-
-
-def check_weights_syntax(text: str | None) -> None:
-    """ValueError unless ``text`` matches WEIGHTS_PATTERN, the documented syntax (Python's
-    float() alone would also take "4_0", "+4" or tabs)."""
-    if text and re.fullmatch(WEIGHTS_PATTERN, text) is None:
-        raise ValueError(
-            "weights are axis:number pairs separated by commas, numbers >= 0 written in "
-            "decimal (e.g. performance:4,memory:0.5)"
-        )
-
-
 PROTOCOL = validate.OneOf(dialect_choices())
 
 

@@ -333,6 +333,11 @@ def _form_weights(task: TaskSpec) -> tuple[dict[str, float], dict[str, float]]:
         round_weights = boards.parse_round_weights(task, form.get("rounds") or None)
     except boards.BadWeights as exc:
         raise ApiError(422, "invalid_weights", str(exc)) from None
+    for name, value in {**weights, **round_weights}.items():
+        if value > MAX_WEIGHT:  # the JSON route's schema bound, for a view saved by form
+            raise ApiError(
+                422, "invalid_weights", f"the weight of {name!r} is over {MAX_WEIGHT:.0f}"
+            )
     return weights, round_weights
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from configs.vocabulary.axes import AXES
-from configs.vocabulary.numbers import NotAWeight, parse_weight
+from configs.vocabulary.numbers import WEIGHT_RULE, NotAWeight, parse_weight
 from configs.vocabulary.registry import UnknownName
 
 DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
@@ -59,7 +59,10 @@ class Weights:
     def parse(cls, text: str) -> Weights:
         """Parse ``"performance:4,memory:0"``; an empty string gives the defaults."""
         given: dict[str, float] = {}
-        for item in filter(None, (part.strip(" ") for part in text.split(","))):
+        items = [part.strip(" ") for part in text.split(",")] if text.strip(" ") else []
+        if "" in items:
+            raise ValueError(f"an axis weight is missing between commas in {text[:80]!r}.")
+        for item in items:
             name, sep, raw = (piece.strip(" ") for piece in item.partition(":"))
             if not sep:
                 raise ValueError(f"weight {item!r} is not of the form axis:number.")
@@ -73,7 +76,9 @@ class Weights:
                     raise ValueError(
                         f"the weight of {axis!r} must be a finite number >= 0, not {raw}."
                     ) from None
-                raise ValueError(f"the weight of {axis!r} must be a number, not {raw!r}.") from None
+                raise ValueError(
+                    f"the weight of {axis!r} must be {WEIGHT_RULE}, not {raw[:40]!r}."
+                ) from None
         return cls(given)
 
     @classmethod

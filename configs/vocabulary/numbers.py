@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from configs.vocabulary.axes import AXES
+
 # Bounded, so whatever the pattern allows is a finite number; wide enough for any number a
 # browser writes (17 significant digits, "1e-7"). ECMA-compatible for the OpenAPI document.
 WEIGHT_NUMBER = r"(?:[0-9]{1,20}(?:\.[0-9]{0,20})?|\.[0-9]{1,20})(?:[eE][+-]?[0-9]{1,2})?"
@@ -28,3 +30,23 @@ def parse_weight(raw: str) -> float:
         negative = text.startswith("-") and re.fullmatch(WEIGHT_NUMBER, text[1:]) is not None
         raise NotAWeight(raw, negative or text.lower().lstrip("+-") in ("inf", "infinity"))
     return float(text)
+
+
+_AXIS_WEIGHT = rf" *(?:{'|'.join(AXES)}) *: *{WEIGHT_NUMBER} *"
+# What a viewer's ``weights`` may look like (the API's pattern, the page's address, forms,
+# downloads): axis:number pairs separated by single commas; empty: the defaults.
+WEIGHTS_PATTERN = rf"^(?:{_AXIS_WEIGHT}(?:,{_AXIS_WEIGHT})*)?$"
+WEIGHT_RULE = (
+    "a number >= 0 written in decimal, at most 20 digits each side of the point and a "
+    "two-digit exponent (e.g. 4, 0.5 or 1e-3)"
+)
+
+
+def check_weights_syntax(text: str | None) -> None:
+    """ValueError unless ``text`` matches WEIGHTS_PATTERN, the documented syntax (Python's
+    float() alone would also take "4_0", "+4" or tabs, and a split on commas "4,,")."""
+    if text and re.fullmatch(WEIGHTS_PATTERN, text) is None:
+        raise ValueError(
+            "weights are axis:number pairs separated by commas, numbers >= 0 written in "
+            "decimal (e.g. performance:4,memory:0.5)"
+        )

@@ -6,6 +6,7 @@ page does not round the score twice."""
 from __future__ import annotations
 
 import csv
+import html
 import io
 from collections.abc import Iterator
 
@@ -67,7 +68,9 @@ def test_other_round_weights_leave_the_intervals_unknown_not_certain(client: Fla
 @pytest.mark.parametrize(
     "query",
     ["rounds=r1:1e307", "rounds=r1:4_0", "weights=performance:4_0", "weights=performance:%2B4",
-     "weights=performance:1e308", "rounds=r1:%094"],
+     "weights=performance:1e308", "rounds=r1:%094",
+     # a page read "1,," and "," as the API refused them (outside tester)
+     "weights=performance:1,,", "weights=,", "weights=Performance:1", "rounds=r1:1,,"],
 )  # fmt: skip
 def test_oddly_written_weights_are_refused_alike_everywhere(
     client: FlaskClient, query: str
@@ -75,6 +78,22 @@ def test_oddly_written_weights_are_refused_alike_everywhere(
     assert client.get(f"{BOARD}?{query}").status_code == 400
     assert client.get(f"{BOARD}/download?format=csv&{query}").status_code == 400
     assert client.get(f"/tasks/{TASK}?{query}").status_code == 400
+
+
+def test_a_bad_weight_is_named_in_the_message_on_every_surface(client: FlaskClient) -> None:
+    """The API answered one generic sentence for every bad weight, and "must be a number"
+    for 1e308, which is one (outside tester)."""
+    for query, words in (
+        ("weights=performance:1e308", ["'performance'", "two-digit exponent", "'1e308'"]),
+        ("weights=memory:-1", ["'memory'", ">= 0"]),
+        ("weights=performance:1,,", ["missing between commas"]),
+        ("rounds=r1:1e999", ["round 'r1'", "two-digit exponent"]),
+    ):
+        api = client.get(f"{BOARD}?{query}").get_json()["error"]["message"]
+        page = client.get(f"/tasks/{TASK}?{query}").get_data(as_text=True)
+        for word in words:
+            assert word in api, (query, api)
+            assert word in html.unescape(page), (query, word)
 
 
 def test_huge_but_written_round_weights_do_not_overflow(client: FlaskClient) -> None:

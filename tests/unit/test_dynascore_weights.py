@@ -25,7 +25,7 @@ def test_parse_keeps_defaults_for_axes_not_mentioned():
     [
         ("perfomance:4", "unknown Dynascore axis 'perfomance'; did you mean 'performance'"),
         ("memory:-1", "must be a finite number >= 0"),
-        ("memory:lots", "must be a number, not 'lots'"),
+        ("memory:lots", "must be a number >= 0 written in decimal"),
         ("memory:inf", "must be a finite number >= 0"),
         ("memory", "not of the form axis:number"),
         ("memory:1,memory:2", "given twice"),

@@ -221,6 +221,20 @@ def test_save_a_view_and_open_its_page(world: World) -> None:
     assert empty.status_code == 422
 
 
+@pytest.mark.parametrize("field", ["weights", "rounds"])
+def test_a_view_saved_by_the_form_keeps_the_apis_bound_on_weights(world: World, field: str) -> None:
+    """The JSON route refuses a weight over 1,000,000; the page's form stored one (outside
+    tester): a view obeys one rule whichever way it is saved."""
+    client = world.client("alice")
+    text = "performance:1000001" if field == "weights" else "r1:1000001"
+    refused = client.post(
+        "/tasks/sentiment/views", data={"name": "huge", field: text}, headers=OURS
+    )
+    assert refused.status_code == 422 and "1000000" in _html(refused)
+    at_the_bound = {"name": "bound", field: text.replace("1000001", "1000000")}
+    assert client.post("/tasks/sentiment/views", data=at_the_bound, headers=OURS).status_code == 303
+
+
 def test_the_task_owner_makes_a_view_the_default_on_its_page(world: World) -> None:
     world.client("alice").post(
         "/tasks/sentiment/views", data={"name": "lean", "weights": "memory:5"}, headers=OURS

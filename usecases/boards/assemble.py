@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from configs.schema import TaskSpec
 from configs.vocabulary.axes import AXES
-from configs.vocabulary.numbers import NotAWeight, parse_weight
+from configs.vocabulary.numbers import WEIGHT_RULE, NotAWeight, parse_weight
 from configs.vocabulary.results import BoardRow, RoundRow
 from dynascore.weights import Weights
 from metrics.outputs import get_output_type
@@ -61,7 +61,10 @@ def parse_round_weights(task: TaskSpec, text: str | None) -> dict[str, float]:
     if not text:
         return weights
     named: set[str] = set()
-    for item in filter(None, (part.strip(" ") for part in text.split(","))):
+    items = [part.strip(" ") for part in text.split(",")]
+    if "" in items:
+        raise BadWeights(f"a round weight is missing between commas in {text[:80]!r}.")
+    for item in items:
         name, sep, raw = (piece.strip(" ") for piece in item.partition(":"))
         if not sep:
             raise BadWeights(f"round weight {item!r} is not of the form round:number.")
@@ -76,7 +79,9 @@ def parse_round_weights(task: TaskSpec, text: str | None) -> dict[str, float]:
                 raise BadWeights(
                     f"the weight of round {name!r} must be a finite number >= 0."
                 ) from None
-            raise BadWeights(f"the weight of round {name!r} must be a number.") from None
+            raise BadWeights(
+                f"the weight of round {name!r} must be {WEIGHT_RULE}, not {raw[:40]!r}."
+            ) from None
         if not math.isfinite(value) or value < 0:
             raise BadWeights(f"the weight of round {name!r} must be a finite number >= 0.")
         named.add(name)

@@ -22,6 +22,7 @@ from configs.vocabulary.boards import (
     TieGroup,
     UnrankedEntry,
 )
+from configs.vocabulary.numbers import check_weights_syntax
 from configs.vocabulary.results import BoardRow
 from dynascore.dynascore import (
     effective_weights,
@@ -67,6 +68,7 @@ def viewer_weights(task: TaskSpec, text: str | None) -> Weights:
     if not text:
         return Weights(dict(task.weights))
     parsed = Weights.parse(text)  # validates: unknown axis, not a number, negative
+    check_weights_syntax(text)  # and the rest of the one rule every surface reads by
     named = {part.partition(":")[0].strip().lower() for part in text.split(",") if part.strip()}
     return Weights({**task.weights, **{axis: parsed.values[axis] for axis in named}})
 
