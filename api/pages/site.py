@@ -79,6 +79,16 @@ def num(value: Any, digits: int = 1) -> str:
     return f"{value:,.{digits}f}"
 
 
+@pages.app_template_filter("weight")
+def weight_label(value: float) -> str:
+    """A weight as the ranking uses it: one decimal on the sliders' 0.1 grid, every digit
+    otherwise (0.25 was shown as "0.2"); the script's ``weightLabel`` says it alike."""
+    tenths = value * 10
+    if abs(tenths - round(tenths)) < 1e-9 and abs(value) < 1e6:
+        return f"{value:.1f}"
+    return repr(float(value)) if abs(value) < 1e6 else f"{value:,.0f}"
+
+
 @pages.app_template_filter("label_of")
 def label_of(metric: str) -> str:
     """A metric's name as a column shows it."""

@@ -126,3 +126,10 @@ def test_the_csv_has_the_rank_interval_and_rows_of_one_width() -> None:
     header = rows[0]
     assert rows[1][header.index("rank_low")] == "1" and rows[1][header.index("rank_high")] == "3"
     assert rows[2][header.index("model_id")] == "u" and rows[2][-1] == "missing axes: fairness"
+
+
+def test_the_sliders_labels_say_the_weights_the_ranking_uses(client: FlaskClient) -> None:
+    """0.25 was labelled "0.2" though 0.25 ranked the board (outside tester)."""
+    page = client.get(f"/tasks/{TASK}?weights=performance:6,memory:0.25").get_data(as_text=True)
+    assert '<output for="w_memory" id="w_memory_value">0.25</output>' in page
+    assert '<output for="w_performance" id="w_performance_value">6.0</output>' in page

@@ -74,9 +74,14 @@
     AXES.forEach(function (a) { setSlider($("w_" + a), state.weights[a]); });
     data.rounds.forEach(function (r) { setSlider($("r_" + r), state.rounds[r]); });
   }
+  // A weight as the ranking uses it: one decimal on the 0.1 grid, every digit otherwise (the
+  // server's "weight" filter); past the slider's end the thumb stops there, the label not.
+  function weightLabel(v) {
+    return Math.abs(v * 10 - Math.round(v * 10)) < 1e-9 ? fmt(v, 1) : String(v);
+  }
   function setSlider(input, value) {
     input.value = value;
-    var shown = fmt(Number(value), 1);
+    var shown = weightLabel(Number(value));
     input.setAttribute("aria-valuetext", shown);
     $(input.id + "_value").textContent = shown;
   }
