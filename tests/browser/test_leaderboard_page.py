@@ -364,6 +364,25 @@ def test_the_first_screen_at_1366_by_900(browser: Any, live: Live, artifacts: Pa
         browser.set_window_size(1440, 1000)
 
 
+def test_the_weights_fit_a_phone(browser: Any, live: Live, artifacts: Path) -> None:
+    """At 390 px the weights' fieldsets were 407 px wide and their values ran under the
+    edge, 4.5 reading "4" (outside tester): every slider's label, range and value fit."""
+    browser.set_window_size(390, 844)
+    try:
+        open_board(browser, live, "?weights=performance:4.5")
+        browser.save_screenshot(str(artifacts / "leaderboard-390x844.png"))
+        width = int(browser.execute_script("return window.innerWidth"))
+        edges = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#weights .slider output, "
+            "#weights fieldset')).map(function (e) { return e.getBoundingClientRect().right; });"
+        )
+        assert edges and max(edges) <= width, (edges, width)
+        shown = browser.find_element(_by("ID"), "w_performance_value")
+        assert shown.text == "4.5" and shown.size["width"] >= 20
+    finally:
+        browser.set_window_size(1440, 1000)
+
+
 def test_a_skip_link_and_an_announced_rerank(browser: Any, live: Live) -> None:
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
