@@ -311,19 +311,37 @@ def _requested_upload() -> str | None:
     return upload if isinstance(upload, str) else None
 
 
+def _requested_requirements() -> dict[str, Any]:
+    """The requirements the request asks for, as stored ({}: none); 422 if bad."""
+    if request.mimetype == "multipart/form-data":
+        asked = _requirements(request.form.get("requirements"))
+    else:
+        asked = _requirements(_json_body().get("requirements"), text=False)
+    return asked.to_dict() if asked else {}
+
+
 def _replayed(
     first: KeyedSubmission, task: TaskSpec, name: str | None
 ) -> tuple[dict[str, Any], int]:
     """The first submission of a key, if this request asks for the same one (the same
-    task and name, and the same upload when it names one)."""
+    task, name and requirements, and the same upload when it names one): other
+    requirements were answered with the first submission, silently ignored."""
     upload = _requested_upload()
     other_upload = upload is not None and first.blob != upload_blob_key(upload)
-    if first.task != task.name or (name is not None and name != first.name) or other_upload:
+    other_needs = _requested_requirements() != Requirements.parse(first.requirements).to_dict()
+    if (
+        first.task != task.name
+        or (name is not None and name != first.name)
+        or other_upload
+        or other_needs
+    ):
         raise ApiError(
             422,
             "idempotency_key_reused",
             f"this {IDEMPOTENCY_HEADER} made submission {first.name!r} to task "
-            f"{first.task!r}; use a new key for a new submission",
+            f"{first.task!r}"
+            + (" with other requirements" if other_needs else "")
+            + "; use a new key for a new submission",
         )
     body = _submitted_body(task, first.model_id, first.job_id, first.name, first.status)
     return body | {"replayed": True}, 200

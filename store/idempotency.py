@@ -5,6 +5,7 @@ first submission instead of making, and charging, a second one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 
@@ -22,6 +23,7 @@ class KeyedSubmission:
     name: str
     status: str  # its newest job's
     blob: str | None = None  # its uploaded image's key, if it was uploaded
+    requirements: dict[str, Any] | None = None  # as stored (None: it needs nothing)
 
 
 class DuplicateSubmission(Exception):
@@ -49,4 +51,6 @@ def find_by_key(db: Database, owner_id: str | None, key: str) -> KeyedSubmission
         first_job = str(jobs[0][0]) if jobs else None
         status = str(jobs[-1][1]) if jobs else "queued"
         blob = model.runtime.get("blob") if isinstance(model.runtime, dict) else None
-        return KeyedSubmission(model.id, first_job, model.task, model.name, status, blob)
+        return KeyedSubmission(
+            model.id, first_job, model.task, model.name, status, blob, model.requirements
+        )

@@ -72,6 +72,28 @@ def test_a_json_submission_repeats_the_same_way(service: Service) -> None:
     assert stored_rows(service) == (1, 1)
 
 
+def test_a_key_repeated_with_other_requirements_is_refused_not_replayed(
+    service: Service,
+) -> None:
+    """A repeat with other (or invalid) requirements was answered with the first
+    submission, the new ones silently ignored (outside tester)."""
+    client = researcher(service)
+    headers = {"Idempotency-Key": KEY}
+    url = "/api/v1/tasks/sentiment/submissions"
+    first = client.post(url, json={**REF, "requirements": {"labels": ["a", "b"]}}, headers=headers)
+    assert first.status_code == 201, first.get_json()
+    same = client.post(url, json={**REF, "requirements": {"labels": ["b", "a"]}}, headers=headers)
+    assert same.status_code == 200 and same.get_json()["replayed"] is True
+    other = client.post(url, json={**REF, "requirements": {"labels": ["c"]}}, headers=headers)
+    assert_error(other, 422, "idempotency_key_reused")
+    assert "other requirements" in other.get_json()["error"]["message"]
+    none = client.post(url, json=REF, headers=headers)
+    assert_error(none, 422, "idempotency_key_reused")
+    bad = client.post(url, json={**REF, "requirements": {"gpus": -1}}, headers=headers)
+    assert_error(bad, 422, "invalid_requirements")
+    assert stored_rows(service) == (1, 1)
+
+
 def test_a_replay_is_answered_even_at_the_quota(service: Service) -> None:
     """The repeat of a submission that used the last of the quota is that submission."""
     client = researcher(service)
