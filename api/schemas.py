@@ -316,7 +316,15 @@ class QueuePlaceSchema(OpenSchema):
         allow_none=True,
         metadata={
             "description": "now + median_run_s x ceil((ahead + 1) / workers), not before the "
-            "job's retry time; null without a done job or a live worker"
+            "job's retry time; null without a done job or a live worker, or when no live "
+            "worker meets the job's requirements"
+        },
+    )
+    capable_workers = fields.Integer(
+        allow_none=True,
+        metadata={
+            "description": "live workers whose capabilities meet the submission's "
+            "requirements (0: none can run it until one starts); null: it has none"
         },
     )
 

@@ -419,6 +419,9 @@ class WorkerPresenceRow(Base):
     worker_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     seen_at: Mapped[datetime]
     job_id: Mapped[str | None] = mapped_column(String(36))  # the job it holds, if any
+    # What it offers (Capabilities.to_dict); None: an embedded worker that offers nothing
+    # beyond running jobs without requirements
+    capabilities: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class UploadRow(Base):

@@ -15,9 +15,10 @@ from typing import Any, NamedTuple, NotRequired, TypedDict, TypeVar, cast
 from sqlalchemy import ColumnElement, Row, and_, func, or_, select, true
 from sqlalchemy.orm import Session
 
+from configs.vocabulary.capabilities import Capabilities
 from configs.vocabulary.jobs import JobStatus
 from configs.vocabulary.results import SCORE_NUMBERS, BoardRow, ImageGone
-from store.claims import claim_order, claimed_before
+from store.claims import claim_order, claimed_before, meets
 from store.db import Database
 from store.models import (
     SCORE_KEY_COLUMNS,
@@ -28,6 +29,7 @@ from store.models import (
     ScoreRow,
     TaskRow,
 )
+from store.presence import live_capabilities_in
 from store.rules.principals import READ, Principal
 
 
@@ -441,6 +443,8 @@ class QueuePlace(TypedDict):
     workers: int
     median_run_s: float | None
     estimated_start: str | None
+    # live workers whose capabilities meet the job's requirements; None: it has none
+    capable_workers: int | None
 
 
 class ShownJob(TypedDict):
@@ -614,9 +618,10 @@ def _queue_place(session: Session, job: JobRow, now: datetime) -> QueuePlace | N
         )
     )
     ahead, workers = int(ahead or 0), int(workers or 0)
+    capable = _capable_workers(session, job, now)
     median = _median_run_s(session)
     start = None
-    if median is not None and workers > 0:
+    if median is not None and workers > 0 and capable != 0:
         waves = -(-(ahead + 1) // workers)  # ceiling division
         start = max(now + timedelta(seconds=median * waves), job.available_at)
     return {
@@ -624,7 +629,19 @@ def _queue_place(session: Session, job: JobRow, now: datetime) -> QueuePlace | N
         "workers": workers,
         "median_run_s": median,
         "estimated_start": _utc(start) if start else None,
+        "capable_workers": capable,
     }
+
+
+def _capable_workers(session: Session, job: JobRow, now: datetime) -> int | None:
+    """How many live workers meet the job's model's requirements; None when it has none
+    (any worker runs it). A job only a GPU worker may run, with none alive, waits for one:
+    it gets no start time (it was given one whenever some other worker was busy)."""
+    needs = session.scalar(select(ModelRow.requirements).where(ModelRow.id == job.model_id))
+    if not needs:
+        return None
+    offered = live_capabilities_in(session, now)
+    return sum(meets(needs, Capabilities.from_dict(o) if o else None) for o in offered)
 
 
 def _median_run_s(session: Session) -> float | None:

@@ -204,7 +204,8 @@ class Worker:
             if gone:
                 self._presence.gone(self.worker_id)
             else:
-                self._presence.seen(self.worker_id)
+                offers = self.capabilities.to_dict() if self.capabilities else None
+                self._presence.seen(self.worker_id, capabilities=offers)
                 self._seen_at = now
         except Exception as exc:
             log.debug("presence not recorded: %s", describe(exc), extra=self._context())

@@ -66,6 +66,18 @@ class Capabilities:
         model = common_model(names) if names else (self.gpu_model if mine else None)
         return replace(self, gpus=len(mine), gpu_devices=mine, gpu_names=names, gpu_model=model)
 
+    @classmethod
+    def from_dict(cls, stored: Mapping[str, Any]) -> Capabilities:
+        """What ``to_dict`` wrote (a worker's presence row)."""
+        return cls(
+            cpus=int(stored["cpus"]),
+            memory_gib=float(stored["memory_gib"]),
+            gpus=int(stored.get("gpus", 0)),
+            gpu_model=stored.get("gpu_model"),
+            labels=frozenset(stored.get("labels", ())),
+            gpu_devices=tuple(stored.get("gpu_devices", ())),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "cpus": self.cpus,

@@ -453,6 +453,7 @@ def test_a_queued_jobs_place_and_estimated_start(service: Service) -> None:
         "workers": 0,
         "median_run_s": None,
         "estimated_start": None,  # nothing finished, nobody working: unknown
+        "capable_workers": None,  # it needs nothing: any worker runs it
     }
     # Two runs of 10 s and 30 s finish (median 20 s); then one worker takes the next job.
     for run_s in (10, 30):
@@ -490,6 +491,44 @@ def test_the_estimate_waits_for_workers_in_waves(service: Service) -> None:
     assert (queue["ahead"], queue["workers"]) == (4, 2)
     start = datetime.fromisoformat(queue["estimated_start"].rstrip("Z"))
     assert start == clock.now() + timedelta(seconds=180)
+
+
+def test_a_job_no_live_worker_can_run_gets_no_start_time(service: Service) -> None:
+    """A GPU job, with only CPU workers alive, was given a start time whenever one of them
+    was busy (outside tester): it says no live worker meets it, and gets none until one
+    that does is seen."""
+    from configs.vocabulary.capabilities import Capabilities, Requirements
+    from store.presence import LIVE_WITHIN, WorkerPresence
+
+    clock = service.clock
+    assert isinstance(clock, ManualClock)
+    store = service.store
+    finished_before = store.submit("sentiment", "done", DOCKER)[1]
+    claimed = store.claim("cpu", 600)
+    assert claimed is not None and claimed.id == finished_before
+    clock.advance(60)
+    done = EvaluationResult("sentiment", "done", summary={})
+    assert store.finish(claimed.id, "cpu", done, lease=claimed.lease)
+    clock.advance(1)
+    gpu_job = store.submit("sentiment", "g", DOCKER, requirements=Requirements(gpus=1))[0]
+    busy = submitted_later(service, "busy")
+    presence = WorkerPresence(service.db, clock)
+    cpu_box = Capabilities(cpus=4, memory_gib=8.0)
+    presence.seen("cpu", capabilities=cpu_box.to_dict())
+    assert store.claim("cpu", 600, capabilities=cpu_box) is not None  # someone is busy
+
+    def queue() -> dict[str, Any]:
+        found = Queries(service.db).submission(gpu_job, now=clock.now())
+        assert found is not None
+        return dict(found["job"]["queue"])
+
+    assert (queue()["capable_workers"], queue()["estimated_start"]) == (0, None)
+    presence.seen("gpu", capabilities=Capabilities(cpus=8, memory_gib=32.0, gpus=1).to_dict())
+    assert queue()["capable_workers"] == 1 and queue()["estimated_start"] is not None
+    clock.advance(LIVE_WITHIN.total_seconds() + 1)  # the GPU worker went silent
+    presence.seen("cpu", capabilities=cpu_box.to_dict())
+    assert (queue()["capable_workers"], queue()["estimated_start"]) == (0, None)
+    assert busy
 
 
 # -- the full results as files -----------------------------------------------------------------
