@@ -52,7 +52,14 @@ def from_refusal(refused: Refused) -> ApiError:
     return ApiError(STATUS[refused.kind], refused.code, refused.message, headers, refused.details)
 
 
+# A message quotes what was asked for (an id, a name): one from a URL of thousands of
+# characters was answered whole (outside testers); a sentence needs far less.
+MAX_MESSAGE = 600
+
+
 def error_body(code: str, message: str, details: object | None = None) -> dict[str, Any]:
+    if len(message) > MAX_MESSAGE:
+        message = message[: MAX_MESSAGE - 1] + "…"
     body: dict[str, Any] = {"error": {"code": code, "message": message}}
     if details:
         body["error"]["details"] = details

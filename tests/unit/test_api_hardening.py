@@ -592,3 +592,12 @@ def test_the_worker_host_is_shown_to_admins_only(client: FlaskClient, service: S
     assert "worker" not in attempt and "seed-worker" not in json.dumps(shown)
     as_admin = client.get(f"/api/v1/submissions/{model_id}").get_json()
     assert as_admin["job"]["attempt_history"][0]["worker"] == "seed-worker"
+
+
+@pytest.mark.parametrize("path", ["/api/v1/submissions/", "/api/v1/uploads/"])
+def test_an_error_does_not_echo_a_huge_address(client: FlaskClient, path: str) -> None:
+    """A 404 repeated all 5,000 characters of the id it was asked for (outside testers)."""
+    answer = client.get(path + "a" * 5000)
+    assert answer.status_code == 404
+    message = answer.get_json()["error"]["message"]
+    assert 0 < len(message) <= 600 and message.endswith("…")
