@@ -225,6 +225,7 @@ def board_page(
     fields = {**data.fields, **notes}
     queue = task_queues(service().db, service().clock.now()).get(task.name, TaskQueue())
     rows = boards_page.RowPage.of(len(board["models"]), _page_number())
+    asked = request.args.get("page")
     return render_template(
         template,
         task=task,
@@ -243,6 +244,8 @@ def board_page(
         shares=_shares(board, weights.to_dict()),
         query=query,
         page_links=_page_links(rows, query, request.view_args or {}),
+        # a ?page= that is not the page shown (not a number, or out of range) is said so
+        page_moved=asked is not None and asked != str(rows.number),
         downloads=_downloads(task, query),
         huge=_huge(board),
         **extra,

@@ -123,7 +123,11 @@ def test_a_page_out_of_range_or_not_a_number_is_moved_into_range(
     service, _ = long_board
     response = client(service, None).get(f"/tasks/sentiment?page={asked}")
     assert response.status_code == 200
-    assert _rows(response.get_data(as_text=True))[0] == _api_order(service)[first]
+    page = response.get_data(as_text=True)
+    assert _rows(page)[0] == _api_order(service)[first]
+    # moved silently before, only "page N of M" telling (outside tester): said now
+    shown = str(first // 100 + 1)
+    assert ('id="page-moved"' in page) is (asked != shown), asked
 
 
 def test_the_viewers_links_cost_one_query_not_two_per_row(
