@@ -245,7 +245,10 @@ def _requirement(text: str) -> tuple[str, Any]:
             raise argparse.ArgumentTypeError(f"{key} takes a number like 8 or 0.5, not {value!r}")
         return key, float(value)
     if key == "labels":
-        return key, [label for label in value.split(",") if label]
+        labels = value.split(",")
+        if "" in labels:  # "labels=," asked for nothing and was submitted as no requirement
+            raise argparse.ArgumentTypeError(f"labels are names separated by commas, not {value!r}")
+        return key, labels
     if key == "gpu_model":
         return key, value
     raise argparse.ArgumentTypeError(

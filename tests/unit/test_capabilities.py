@@ -392,7 +392,8 @@ def test_the_cli_submits_requirements_and_refuses_bad_ones(
     for bad, words in (("gpus=one", "whole number"), ("colour=red", "unknown requirement"),
                        ("gpus", "KEY=VALUE"), ("gpus=\uff11", "whole number"),
                        ("cpus=1_0", "whole number"), ("memory_gib=nan", "a number like"),
-                       ("memory_gib=inf", "a number like")):  # fmt: skip
+                       ("memory_gib=inf", "a number like"), ("labels=,", "separated by commas"),
+                       ("labels=eu,,us", "separated by commas")):  # fmt: skip
         with pytest.raises(SystemExit):
             main([*argv, "--require", bad])
         assert words in capsys.readouterr().err
