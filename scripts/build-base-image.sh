@@ -46,13 +46,16 @@ if [[ "${FORCE:-0}" != "1" ]] && docker image inspect "$tag" >/dev/null 2>&1; th
     exit 0
 fi
 
-workdir="$(mktemp -d "${TMPDIR:-/tmp}/dynaeval-base.XXXXXX")"
+# shellcheck source=scripts/fast-scratch.sh
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/fast-scratch.sh"
+scratch="$(fast_scratch)"
+workdir="$(mktemp -d "$scratch/dynaeval-base.XXXXXX")"
 trap 'rm -rf "$workdir"' EXIT
 rootfs_tar="$workdir/rootfs.tar"
 start=$(date +%s)
 
 log "building $tag: mmdebstrap $SUITE from $MIRROR with $PACKAGES"
-mmdebstrap \
+TMPDIR="$scratch" mmdebstrap \
     --variant=apt \
     --include="$PACKAGES" \
     --dpkgopt='path-exclude=/usr/share/man/*' \

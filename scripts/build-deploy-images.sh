@@ -54,7 +54,10 @@ build() {  # build <tag> <base> <context>: no network; the output only when it f
 }
 short() { sha256sum | cut -c1-16; }
 
-workdir="$(mktemp -d "${TMPDIR:-/tmp}/dynaeval-deploy.XXXXXX")"
+# shellcheck source=scripts/fast-scratch.sh
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/fast-scratch.sh"
+scratch="$(fast_scratch)"
+workdir="$(mktemp -d "$scratch/dynaeval-deploy.XXXXXX")"
 trap 'rm -rf "$workdir"' EXIT
 
 # -- Debian roots (mmdebstrap -> docker import), cached by package list ------------------------
@@ -73,7 +76,7 @@ debian_root() {  # debian_root <repo> <packages> [extra customize hooks...] -> p
     log "building $tag: mmdebstrap $SUITE from $MIRROR with $packages"
     local hooks=()
     for hook in "$@"; do hooks+=(--customize-hook="$hook"); done
-    mmdebstrap --variant=apt --include="$packages" \
+    TMPDIR="$scratch" mmdebstrap --variant=apt --include="$packages" \
         --dpkgopt='path-exclude=/usr/share/man/*' \
         --dpkgopt='path-exclude=/usr/share/doc/*' \
         --dpkgopt='path-include=/usr/share/doc/*/copyright' \
