@@ -54,10 +54,12 @@ build() {  # build <tag> <base> <context>: no network; the output only when it f
 }
 short() { sha256sum | cut -c1-16; }
 
+# mmdebstrap unpacks in the fast scratch place; the work folder stays beside the wheel cache's
+# file system, which its hard links need
 # shellcheck source=scripts/fast-scratch.sh
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/fast-scratch.sh"
 scratch="$(fast_scratch)"
-workdir="$(mktemp -d "$scratch/dynaeval-deploy.XXXXXX")"
+workdir="$(mktemp -d "${TMPDIR:-/tmp}/dynaeval-deploy.XXXXXX")"
 trap 'rm -rf "$workdir"' EXIT
 
 # -- Debian roots (mmdebstrap -> docker import), cached by package list ------------------------
@@ -160,7 +162,8 @@ if [[ "${FORCE:-0}" == "1" ]] || ! exists "$app_tag"; then
     fi
     context="$workdir/app"
     mkdir -p "$context/project"
-    cp -al "$cache" "$context/wheels" 2>/dev/null || cp -a "$cache" "$context/wheels"
+    # hard links where one file system holds both; a failed attempt leaves a partial copy
+    cp -al "$cache" "$context/wheels" 2>/dev/null || { rm -rf "$context/wheels" && cp -a "$cache" "$context/wheels"; }
     cp "$deploy/app/Dockerfile" "$deploy/app/entrypoint.sh" "$context/"
     (cd "$root" && cp -a "${SOURCES[@]}" "$context/project/")
     find "$context/project" -name __pycache__ -prune -exec rm -rf {} +
